@@ -1,0 +1,177 @@
+"""The typed, versioned events of a run. The log is the only source of truth.
+
+On disk each event is one JSON line (see docs/event-log.md and
+effectbench/schema/events.schema.json)::
+
+    {"v":1,"seq":N,"type":"episode.reported","ts":..., "ep":"<arm>::<task>::t<trial>",
+     "data":{...},"h":"<sha256 hex>"}
+
+``v`` is the schema major: a reader refuses a major it does not know. ``h`` chains
+the line to the previous one (see effectbench.log). ``ts`` is wall-clock seconds and
+is the only field allowed to differ between two runs of the same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from effectbench.model import FailureClass, JSONScalar
+
+SCHEMA_MAJOR: Final = 1
+SCHEMA_ID: Final = "effectbench.events/1"
+
+
+@attrs.frozen
+class RunStarted:
+    """First event of a log: the full plan, so the log alone can be rescored."""
+
+    TYPE = "run.started"
+    run_id: str
+    plan: Mapping[str, Any]
+    plan_hash: str
+    versions: Mapping[str, str]
+
+
+@attrs.frozen
+class RunResumed:
+    TYPE = "run.resumed"
+    plan_hash: str
+    kept: int
+    abandoned: int
+
+
+@attrs.frozen
+class RunFinished:
+    TYPE = "run.finished"
+    interrupted: bool
+    episodes_finished: int
+    episodes_failed: int
+
+
+@attrs.frozen
+class EpisodePlanned:
+    """Everything scoring needs about the task, frozen at plan time."""
+
+    TYPE = "episode.planned"
+    arm: str
+    task_id: str
+    trial: int
+    params: Mapping[str, str]
+    category: str
+    substrate: str
+    split: str
+    reversible: bool
+    effect_declared: bool
+    correct_action_available: bool
+    effect: Mapping[str, Any]
+    effect_hash: str
+
+
+@attrs.frozen
+class EpisodeProvisioned:
+    TYPE = "episode.provisioned"
+    setup_ms: float
+
+
+@attrs.frozen
+class PreSnapshot:
+    TYPE = "episode.pre_snapshot"
+    attempt: int
+    snapshot: Mapping[str, Any]
+
+
+@attrs.frozen
+class ArmStarted:
+    TYPE = "episode.arm_started"
+
+
+@attrs.frozen
+class ArmAction:
+    TYPE = "episode.action"
+    kind: str
+    detail: Mapping[str, JSONScalar]
+
+
+@attrs.frozen
+class ArmTelemetry:
+    """Model usage; each field None when the arm gave no source for it."""
+
+    TYPE = "episode.telemetry"
+    model_calls: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    actions: int
+
+
+@attrs.frozen
+class Reported:
+    TYPE = "episode.reported"
+    reported_success: bool
+    halted: bool
+    message: str
+    wall_ms: float
+
+
+@attrs.frozen
+class PostRead:
+    TYPE = "episode.post_read"
+    attempt: int
+    snapshot: Mapping[str, Any]
+
+
+@attrs.frozen
+class EpisodeFinished:
+    TYPE = "episode.finished"
+
+
+@attrs.frozen
+class EpisodeFailed:
+    TYPE = "episode.failed"
+    failure_class: FailureClass = attrs.field(converter=FailureClass)
+    stage: str
+    error: str
+
+
+@attrs.frozen
+class EpisodeAbandoned:
+    """Written on resume for an episode that had started but not ended; it runs again."""
+
+    TYPE = "episode.abandoned"
+    reason: str
+
+
+EVENT_TYPES: Final[Mapping[str, type]] = {
+    cls.TYPE: cls  # type: ignore[attr-defined]
+    for cls in (
+        RunStarted,
+        RunResumed,
+        RunFinished,
+        EpisodePlanned,
+        EpisodeProvisioned,
+        PreSnapshot,
+        ArmStarted,
+        ArmAction,
+        ArmTelemetry,
+        Reported,
+        PostRead,
+        EpisodeFinished,
+        EpisodeFailed,
+        EpisodeAbandoned,
+    )
+}
+TERMINAL_TYPES: Final = frozenset({EpisodeFinished.TYPE, EpisodeFailed.TYPE})
+
+
+def event_data(event: Any) -> dict[str, Any]:
+    """Plain-JSON data of a typed event (attrs fields, enums as their values)."""
+    return attrs.asdict(event, value_serializer=_serialize)
+
+
+def _serialize(inst: Any, field: Any, value: Any) -> Any:
+    if isinstance(value, FailureClass):
+        return value.value
+    return value

@@ -1,0 +1,332 @@
+"""Value types of the benchmark: taxonomies, the task format, the effect contract.
+
+Every type here is a frozen attrs class or a string enum, so a value can be
+logged, hashed and compared without surprises. Validation happens at
+construction: an invalid task is rejected with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, TypeAlias
+
+import attrs
+import orjson
+
+SPEC_VERSION = "1.0.0"
+"""Version of SPEC.md this code implements (semantic versioning, see SPEC.md section 9)."""
+
+
+class InvalidSpec(ValueError):
+    """A task, effect or oracle declaration that the benchmark refuses to score."""
+
+
+class Substrate(StrEnum):
+    WEB = "web"
+    DESKTOP = "desktop"
+    REMOTE_DISPLAY = "remote_display"
+
+
+class Category(StrEnum):
+    C1_PARTIAL_SAVE = "C1_partial_save"
+    C2_DUPLICATE_SUBMISSION = "C2_duplicate_submission"
+    C3_OPTIMISTIC_THEN_REJECT = "C3_optimistic_then_reject"
+    C4_STALE_OVERWRITE = "C4_stale_overwrite"
+    C5_DOUBLE_DELIVERED_INPUT = "C5_double_delivered_input"
+    C6_WRONG_RECORD_HOMONYM = "C6_wrong_record_homonym"
+    C7_SILENT_NOOP_WRONG_TARGET = "C7_silent_noop_wrong_target"
+    CONTROL = "control"
+
+
+class Split(StrEnum):
+    DEV = "dev"
+    TEST = "test"
+
+
+class TrueState(StrEnum):
+    CORRECT = "CORRECT"
+    WRONG_PERSISTED = "WRONG_PERSISTED"
+    ABSENT = "ABSENT"
+    UNREADABLE = "UNREADABLE"
+
+
+class Outcome(StrEnum):
+    SUCCESS = "SUCCESS"
+    SILENT_WRONG_EFFECT = "SILENT_WRONG_EFFECT"
+    FALSE_ABORT = "FALSE_ABORT"
+    WRONG_ACTION = "WRONG_ACTION"
+    OVER_HALT = "OVER_HALT"
+    SAFE_HALT = "SAFE_HALT"
+
+
+class SwerVariant(StrEnum):
+    WRONG_WRITE = "wrong_write"
+    PHANTOM = "phantom"
+
+
+class FailureClass(StrEnum):
+    """Why an episode produced no agent-eligible outcome (metrics backlog P0)."""
+
+    AGENT = "agent"
+    ENVIRONMENT = "environment"
+    EVALUATION = "evaluation"
+    SKIPPED = "skipped"
+    UNKNOWN = "unknown"
+
+
+JSONScalar: TypeAlias = str | int | float | bool | None
+Row: TypeAlias = Mapping[str, JSONScalar]
+
+
+@attrs.frozen
+class ParamRef:
+    """A reference to a run parameter, resolved per trial (e.g. this trial's note)."""
+
+    name: str
+
+
+Value: TypeAlias = JSONScalar | ParamRef
+
+
+def _check_selector(instance: Any, attribute: Any, value: Mapping[str, Value]) -> None:
+    if not value:
+        raise InvalidSpec(f"{type(instance).__name__}.selector is empty: name the columns that identify the record")
+
+
+def _freeze_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return dict(sorted(value.items()))
+
+
+@attrs.frozen
+class RecordWritten:
+    """The record the task must leave behind, counted in one table of the system of record.
+
+    ``count_new_only`` counts only rows absent from the pre-snapshot (needs a readable
+    pre-state). ``forbid_collateral_loss`` refutes when a pre-existing row outside the
+    selector vanished. ``forbid_stray_writes`` refutes when any snapshotted table gained
+    or changed a row outside the selector (an unaudited side write).
+    """
+
+    table: str
+    selector: Mapping[str, Value] = attrs.field(converter=_freeze_mapping, validator=_check_selector)
+    expected_count: int = attrs.field(default=1)
+    idempotency_key: tuple[str, Value] | None = None
+    forbid_collateral_loss: bool = True
+    forbid_stray_writes: bool = False
+    count_new_only: bool = False
+    id_field: str = "id"
+
+    @expected_count.validator
+    def _check_count(self, attribute: Any, value: int) -> None:
+        if value < 0:
+            raise InvalidSpec("RecordWritten.expected_count must be >= 0")
+
+
+@attrs.frozen
+class FieldEquals:
+    """Every row the record_written clause selects must hold ``expected`` in ``field``."""
+
+    field: str = attrs.field()
+    expected: Value = attrs.field()
+
+    @field.validator
+    def _check_field(self, attribute: Any, value: str) -> None:
+        if not value:
+            raise InvalidSpec("field_equals needs a field name: which column must hold the expected value?")
+
+
+@attrs.frozen
+class Effect:
+    """The declared effect contract: what must be true of the record for success."""
+
+    record_written: RecordWritten
+    field_equals: tuple[FieldEquals, ...] = attrs.field(default=(), converter=tuple)
+
+    def resolve(self, params: Mapping[str, str]) -> Effect:
+        """Replace every ParamRef with this trial's value; unknown params are an error."""
+
+        def sub(v: Value) -> Value:
+            if isinstance(v, ParamRef):
+                if v.name not in params:
+                    raise InvalidSpec(f"effect refers to run param {v.name!r} which the task does not define")
+                return params[v.name]
+            return v
+
+        rw = self.record_written
+        key = rw.idempotency_key
+        return Effect(
+            record_written=attrs.evolve(
+                rw,
+                selector={k: sub(v) for k, v in rw.selector.items()},
+                idempotency_key=None if key is None else (key[0], sub(key[1])),
+            ),
+            field_equals=tuple(FieldEquals(f.field, sub(f.expected)) for f in self.field_equals),
+        )
+
+    @property
+    def is_resolved(self) -> bool:
+        values: list[Value] = [*self.record_written.selector.values(), *(f.expected for f in self.field_equals)]
+        if self.record_written.idempotency_key is not None:
+            values.append(self.record_written.idempotency_key[1])
+        return not any(isinstance(v, ParamRef) for v in values)
+
+    def content_hash(self) -> str:
+        """A stable sha256 of the (resolved) contract, independent of dict order."""
+        from effectbench.codec import converter
+
+        blob = orjson.dumps(converter.unstructure(self), option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(blob).hexdigest()
+
+
+@attrs.frozen
+class OracleSpec:
+    """How the independent oracle reads the record, and the four non-gameability attestations.
+
+    ``adversarially_audited`` may only be set from audit evidence (``effectbench audit``);
+    providers declare it False and the audit report supplies it.
+    """
+
+    channel: str = "snapshot"
+    tables: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    isolated_from_agent: bool = True
+    trial_unique_payload: bool = True
+    refusal_controls: bool = False
+    adversarially_audited: bool = False
+
+
+_STEP_LIST = re.compile(r"(?m)^\s*(?:\d+[.)]|step\s+\d+\b)")
+
+
+def _check_goal(instance: Any, attribute: Any, value: str) -> None:
+    if not value.strip():
+        raise InvalidSpec("goal is empty: state the intent in one or two sentences")
+    if len(_STEP_LIST.findall(value)) >= 2:
+        raise InvalidSpec(
+            "goal reads as a numbered step list; state the intent instead (every arm must get the same intent, "
+            "never the steps)"
+        )
+
+
+def _check_category(instance: Any, attribute: Any, value: Any) -> None:
+    if not isinstance(value, Category):
+        raise InvalidSpec(
+            f"category {value!r} is not one of {', '.join(c.value for c in Category)}: every task declares one"
+        )
+
+
+@attrs.frozen
+class TaskSpec:
+    """One agent-agnostic task: the same goal and the same oracle for every arm.
+
+    ``params`` maps a run-param name to a template over ``{tag}``, the trial-unique
+    payload derived by the harness from sha256("<task_id>:<trial>"). ``fixture`` is
+    opaque provider data (e.g. which fault to inject); arms never see it.
+    ``solution`` is the intended submission (with ParamRefs) for scripted arms;
+    None when no action can be correct.
+    """
+
+    task_id: str
+    title: str
+    substrate: Substrate = attrs.field(converter=Substrate)
+    category: Category = attrs.field(validator=_check_category)
+    goal: str = attrs.field(validator=_check_goal)
+    expected_effect: Effect
+    oracle: OracleSpec
+    correct_action_available: bool
+    params: Mapping[str, str] = attrs.field(factory=dict, converter=_freeze_mapping)
+    initial_state: Mapping[str, tuple[Row, ...]] = attrs.field(factory=dict, converter=_freeze_mapping)
+    solution: Mapping[str, Value] | None = None
+    fixture: Mapping[str, JSONScalar] = attrs.field(factory=dict, converter=_freeze_mapping)
+    reversible: bool = False
+    effect_declared: bool = True
+    split: Split = attrs.field(default=Split.DEV, converter=Split)
+
+    def __attrs_post_init__(self) -> None:
+        if self.oracle.adversarially_audited and not self.oracle.trial_unique_payload:
+            raise InvalidSpec(
+                f"task {self.task_id}: an oracle attested as adversarially audited must use a trial-unique "
+                "payload, else cross-trial contamination is undetectable"
+            )
+        if self.oracle.trial_unique_payload and not any("{tag}" in t for t in self.params.values()):
+            raise InvalidSpec(
+                f"task {self.task_id}: oracle claims a trial-unique payload but no run param uses {{tag}}"
+            )
+        if not self.task_id or any(c.isspace() for c in self.task_id) or "::t" in self.task_id:
+            raise InvalidSpec(f"task_id {self.task_id!r} must be non-empty, without spaces or '::t'")
+
+
+def trial_tag(task_id: str, trial: int) -> str:
+    """The trial-unique payload tag: first 12 hex chars of sha256("<task_id>:<trial>")."""
+    return hashlib.sha256(f"{task_id}:{trial}".encode()).hexdigest()[:12]
+
+
+def trial_params(task: TaskSpec, trial: int) -> dict[str, str]:
+    """Resolve the task's param templates for one trial; deterministic, never wall time."""
+    tag = trial_tag(task.task_id, trial)
+    return {name: template.replace("{tag}", tag) for name, template in task.params.items()}
+
+
+def resolve_value(value: Value, params: Mapping[str, str]) -> JSONScalar:
+    if isinstance(value, ParamRef):
+        return params[value.name]
+    return value
+
+
+@attrs.frozen
+class AgentReport:
+    """What the arm says happened. Untrusted: it never decides success on its own."""
+
+    reported_success: bool
+    halted: bool = False
+    message: str = ""
+
+
+@attrs.frozen
+class Snapshot:
+    """Raw rows read from the system of record, per table; or why they could not be read."""
+
+    readable: bool
+    tables: Mapping[str, tuple[Row, ...]] = attrs.field(factory=dict)
+    error: str | None = None
+
+    @classmethod
+    def unreadable(cls, error: str) -> Snapshot:
+        return cls(readable=False, tables={}, error=error)
+
+    def rows(self, table: str) -> tuple[Row, ...]:
+        return tuple(self.tables.get(table, ()))
+
+
+class VerdictStatus(StrEnum):
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
+    INDETERMINATE = "indeterminate"
+
+
+@attrs.frozen
+class Verdict:
+    """The judge's reading of one effect against two snapshots."""
+
+    status: VerdictStatus
+    true_state: TrueState
+    reasons: tuple[str, ...]
+    observed_count: int | None
+    expected_count: int
+
+
+@attrs.frozen
+class Classification:
+    """The classifier's answer. ``outcome`` is None exactly when not scoreable."""
+
+    outcome: Outcome | None
+    swer_variant: SwerVariant | None
+    scoreable: bool
+    reason: str
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted-key orjson bytes: the one serialisation used for every hash in the project."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)

@@ -1,0 +1,134 @@
+"""What a third party implements to bring its own system of record and oracle.
+
+A provider owns three things the harness cannot invent: the product the arm drives,
+the tasks, and an *independent* oracle that reads the system of record over a path
+the arm never receives. The harness owns planning, timing, logging and scoring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from effectbench.model import JSONScalar, Snapshot, TaskSpec
+
+
+@runtime_checkable
+class Oracle(Protocol):
+    """Reads the system of record, read-only. Never raises for an unreachable store:
+    returns ``Snapshot.unreadable(reason)`` so the harness can re-read with backoff."""
+
+    async def read(self) -> Snapshot: ...
+
+
+@runtime_checkable
+class ProductVerifier(Protocol):
+    """The product's *own* record-readback (e.g. its REST read endpoint), distinct from
+    the harness oracle. Offered to arms so an effect-verifying agent can check its work."""
+
+    async def read(self) -> Snapshot: ...
+
+
+@attrs.frozen
+class ProductResponse:
+    """What the product showed after a submission: the screen's claim, not the truth."""
+
+    screen_says_saved: bool
+    status: int | None = None
+    message: str = ""
+
+
+@runtime_checkable
+class ProductDriver(Protocol):
+    """A scripted action channel into the product (for reference and adversary arms).
+
+    ``submit`` performs one user-level submission with the given field values through
+    the product's own UI/API path, so the provider's injected fault applies to it.
+    """
+
+    async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse: ...
+
+
+@attrs.frozen
+class ActionRecord:
+    kind: str
+    detail: Mapping[str, JSONScalar] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ModelCall:
+    """One model call's usage. Unknown fields stay None, never 0."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_ms: float | None = None
+
+
+@attrs.define
+class Telemetry:
+    """Per-episode recorder an arm writes to; the scheduler turns it into events.
+
+    Mutable by design and owned by exactly one episode; it holds no path to the oracle.
+    """
+
+    actions: list[ActionRecord] = attrs.field(factory=list)
+    model_calls: list[ModelCall] = attrs.field(factory=list)
+
+    def action(self, kind: str, **detail: JSONScalar) -> None:
+        self.actions.append(ActionRecord(kind, detail))
+
+    def model_call(self, call: ModelCall) -> None:
+        self.model_calls.append(call)
+
+
+@attrs.frozen
+class EnvHandle:
+    """Everything an arm may touch. Structurally holds no oracle: only the product's
+    channels (e.g. ``{"base_url": ...}``), an optional product driver and an optional
+    product verifier, and the telemetry recorder."""
+
+    channels: Mapping[str, str]
+    telemetry: Telemetry = attrs.field(factory=Telemetry)
+    driver: ProductDriver | None = None
+    verifier: ProductVerifier | None = None
+
+    def product_effect_verifier(self) -> ProductVerifier | None:
+        """The product's own readback, or None when the provider authored none."""
+        return self.verifier
+
+
+@attrs.frozen
+class ProvisionedEpisode:
+    """One fresh, isolated system of record for (task, trial).
+
+    ``env`` goes to the arm; ``oracle`` stays with the harness. ``teardown`` releases
+    the episode's resources (its database file, its session) and must be idempotent.
+    """
+
+    env: EnvHandle
+    oracle: Oracle
+    teardown: Callable[[], Awaitable[None]]
+
+
+@runtime_checkable
+class BenchmarkProvider(Protocol):
+    """The seam a third party implements (see docs/writing-a-provider.md).
+
+    Lifecycle: ``start`` once per run (shared resources such as a server), then
+    ``provision`` per episode, then ``stop``. Tasks are a pure property of the
+    provider and its version, so a run's plan can be fingerprinted and resumed.
+    """
+
+    name: str
+    version: str
+
+    def tasks(self) -> Sequence[TaskSpec]: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def provision(self, task: TaskSpec, trial: int, params: Mapping[str, str]) -> ProvisionedEpisode: ...
