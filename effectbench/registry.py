@@ -1,0 +1,352 @@
+"""Find providers and arms through entry points, and load only the one asked for.
+
+Two entry-point groups, ``effectbench.providers`` and ``effectbench.arms``, are read
+from installed distribution metadata. Listing never imports a plugin, so one broken
+plugin cannot stop ``effectbench providers`` from showing the others; loading imports
+exactly the module named. A ``module:attribute`` reference works wherever a name does,
+so a plugin can be tried before it is packaged.
+
+The referenced object may be a class or zero-argument factory (called) or a ready
+instance (used as is); either way the result must satisfy the protocol, and a
+``PluginError`` names what is missing when it does not.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import inspect
+import re
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Literal, TypeAlias, TypeVar, cast
+
+import attrs
+import importlib_metadata
+
+from effectbench.arm import Arm
+from effectbench.provider import BenchmarkProvider
+
+PROVIDERS: Final = "effectbench.providers"
+ARMS: Final = "effectbench.arms"
+GROUPS: Final = (PROVIDERS, ARMS)
+
+Group: TypeAlias = Literal["effectbench.providers", "effectbench.arms"]
+Status: TypeAlias = Literal["loaded", "failed", "shadowed"]
+
+_REF = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+_KIND = {PROVIDERS: "provider", ARMS: "arm"}
+_PROTOCOL: dict[str, type] = {PROVIDERS: BenchmarkProvider, ARMS: Arm}
+
+T = TypeVar("T")
+
+
+class PluginError(Exception):
+    """A plugin could not be found, imported or used. The message is one line for the CLI;
+    ``reason`` is the same without the plugin's description, for a table row."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason if reason is not None else message
+
+
+class UnknownPlugin(PluginError):
+    """No entry point has this name, and it is not a ``module:attribute`` reference."""
+
+
+class PluginWarning(UserWarning):
+    """Something about installed plugin metadata the user should fix; never fatal."""
+
+
+class DuplicatePluginWarning(PluginWarning):
+    """Two distributions register the same name in one group; the first found wins."""
+
+
+@attrs.frozen
+class PluginInfo:
+    """One entry point as declared in metadata; building it imports nothing."""
+
+    name: str
+    group: str
+    value: str
+    distribution: str | None
+    version: str | None
+
+
+@attrs.frozen
+class LoadResult:
+    """What happened when one entry point was loaded, for ``effectbench providers``.
+
+    ``shadowed`` marks an entry point hidden by an earlier one with the same name;
+    ``error`` is one line (exception type and message), None when loaded.
+    """
+
+    info: PluginInfo
+    status: Status
+    error: str | None = None
+    shadowed_by: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "loaded"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _dist_field(dist: Any, field: str) -> str | None:
+    try:
+        value = dist.metadata[field]
+    except (KeyError, OSError, ValueError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _describe(info: PluginInfo) -> str:
+    kind = _KIND.get(info.group, info.group)
+    if info.distribution is None:
+        return f"{kind} reference {info.value!r}"
+    version = info.version or "?"
+    return f"{kind} {info.name!r} (distribution {info.distribution} {version}, entry point {info.value})"
+
+
+def _import_ref(ref: str) -> object:
+    """Import ``module:attr.sub`` the way an entry point would."""
+    module_name, _, attr_path = ref.partition(":")
+    obj: object = importlib.import_module(module_name)
+    for part in attr_path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _protocol_members(protocol: type) -> list[tuple[str, str]]:
+    """(member, kind) for a protocol: kind is 'attribute', 'method' or 'async method'."""
+    members: dict[str, str] = {}
+    for klass in reversed(protocol.__mro__):
+        if klass is object or not getattr(klass, "_is_protocol", False):
+            continue
+        for name in getattr(klass, "__annotations__", {}):
+            if not name.startswith("_"):
+                members[name] = "attribute"
+        for name, value in vars(klass).items():
+            if name.startswith("_") or not callable(value):
+                continue
+            members[name] = "async method" if inspect.iscoroutinefunction(value) else "method"
+    return sorted(members.items())
+
+
+def missing_members(obj: object, protocol: type) -> list[str]:
+    """What ``obj`` lacks to satisfy ``protocol``, one phrase per gap (empty when it fits)."""
+    gaps: list[str] = []
+    for name, kind in _protocol_members(protocol):
+        if not hasattr(obj, name):
+            gaps.append(f"{kind} {name!r}")
+            continue
+        value = getattr(obj, name)
+        if kind == "attribute":
+            if name in {"name", "version"} and not (isinstance(value, str) and value):
+                gaps.append(f"attribute {name!r} as a non-empty str")
+        elif not callable(value):
+            gaps.append(f"{kind} {name!r} (found a non-callable)")
+        elif kind == "async method" and not inspect.iscoroutinefunction(value):
+            gaps.append(f"{name!r} as an async method (found a plain callable)")
+    return gaps
+
+
+def instantiate(obj: object, protocol: type, label: str) -> Any:
+    """Turn a loaded object into a protocol instance: call classes and factories, keep instances."""
+    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, protocol)):
+        try:
+            obj = obj()
+        except Exception as exc:
+            reason = f"calling it with no arguments failed: {_one_line(exc)}"
+            raise PluginError(f"{label}: {reason}", reason) from exc
+    gaps = missing_members(obj, protocol)
+    if gaps or not isinstance(obj, protocol):
+        what = ", ".join(gaps) or "the protocol's members"
+        reason = f"does not implement {protocol.__module__}.{protocol.__name__}: missing {what}"
+        raise PluginError(f"{label} {reason}", reason)
+    return obj
+
+
+def format_plugin_table(results: Iterable[LoadResult]) -> str:
+    """A plain-text table of load results, one row per entry point, for the CLI."""
+    header = ("NAME", "STATUS", "DISTRIBUTION", "ENTRY POINT", "ERROR")
+    rows = [header]
+    for r in results:
+        dist = (
+            f"{r.info.distribution} {r.info.version or ''}".strip() if r.info.distribution else "-"
+        )
+        note = r.error or (f"hidden by {r.shadowed_by}" if r.shadowed_by else "")
+        rows.append((r.info.name, r.status, dist, r.info.value, note))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+class Registry:
+    """Entry-point discovery with a per-instance cache.
+
+    ``paths`` limits discovery to those directories (tests point it at a temp dir of
+    ``*.dist-info``); None means ``sys.path``. Where two distributions register one
+    name in a group, the first found on the path wins and a DuplicatePluginWarning
+    says which one was hidden.
+    """
+
+    def __init__(self, paths: Sequence[str] | None = None) -> None:
+        self._paths = None if paths is None else list(paths)
+        self._found: dict[str, tuple[list[PluginInfo], list[tuple[PluginInfo, PluginInfo]]]] = {}
+        self._loaded: dict[str, object] = {}
+
+    # discovery (metadata only, no imports)
+
+    def _distributions(self) -> Iterable[Any]:
+        if self._paths is None:
+            return importlib_metadata.distributions()
+        return importlib_metadata.distributions(path=self._paths)
+
+    def _discover(self, group: str) -> tuple[list[PluginInfo], list[tuple[PluginInfo, PluginInfo]]]:
+        if group in self._found:
+            return self._found[group]
+        seen_dists: set[str] = set()
+        winners: dict[str, PluginInfo] = {}
+        shadowed: list[tuple[PluginInfo, PluginInfo]] = []
+        for dist in self._distributions():
+            dist_name = _dist_field(dist, "Name")
+            key = _normalise(dist_name) if dist_name else f"<unnamed:{id(dist)}>"
+            if key in seen_dists:
+                continue  # the same distribution installed twice: the first on the path is the one Python imports
+            seen_dists.add(key)
+            try:
+                eps = list(dist.entry_points.select(group=group))
+            except (ValueError, OSError) as exc:
+                warnings.warn(
+                    f"skipping distribution {dist_name or '?'}: its entry_points.txt is unreadable "
+                    f"({_one_line(exc)}); reinstall it",
+                    PluginWarning,
+                    stacklevel=3,
+                )
+                continue
+            for ep in eps:
+                info = PluginInfo(ep.name, group, ep.value, dist_name, _dist_field(dist, "Version"))
+                first = winners.get(ep.name)
+                if first is None:
+                    winners[ep.name] = info
+                elif first.distribution != info.distribution:
+                    shadowed.append((info, first))
+                    warnings.warn(
+                        f"{_KIND.get(group, group)} {ep.name!r} is registered by both {first.distribution} and "
+                        f"{info.distribution}; using {first.distribution} ({first.value}). Uninstall one or "
+                        f"pass {info.value} to pick the other.",
+                        DuplicatePluginWarning,
+                        stacklevel=3,
+                    )
+        found = (sorted(winners.values(), key=lambda i: i.name), shadowed)
+        self._found[group] = found
+        return found
+
+    def list(self, group: str) -> builtins.list[PluginInfo]:
+        """Every usable name in ``group``, sorted; imports no plugin module."""
+        return list(self._discover(_check_group(group))[0])
+
+    def names(self, group: str) -> builtins.list[str]:
+        return [info.name for info in self.list(group)]
+
+    def shadowed(self, group: str) -> builtins.list[PluginInfo]:
+        """Entry points hidden by an earlier distribution's entry point of the same name."""
+        return [info for info, _ in self._discover(_check_group(group))[1]]
+
+    def info(self, group: str, name: str) -> PluginInfo | None:
+        return next((i for i in self.list(group) if i.name == name), None)
+
+    # loading (imports exactly what is asked for)
+
+    def _load_target(self, info: PluginInfo) -> object:
+        if info.value in self._loaded:
+            return self._loaded[info.value]
+        if not _REF.match(info.value):
+            reason = "is not a 'module:attribute' reference"
+            raise PluginError(f"{_describe(info)} {reason}", reason)
+        try:
+            obj = _import_ref(info.value)
+        except Exception as exc:
+            reason = f"failed to load: {_one_line(exc)}"
+            raise PluginError(f"{_describe(info)} {reason}", reason) from exc
+        self._loaded[info.value] = obj
+        return obj
+
+    def load_all(self, group: str) -> builtins.list[LoadResult]:
+        """Load and check every entry point in ``group``; a failure is a row, never a raise."""
+        winners, shadowed = self._discover(_check_group(group))
+        protocol = _PROTOCOL[group]
+        results: builtins.list[LoadResult] = []
+        for info in winners:
+            try:
+                instantiate(self._load_target(info), protocol, _describe(info))
+            except PluginError as exc:
+                results.append(LoadResult(info, "failed", error=exc.reason))
+            else:
+                results.append(LoadResult(info, "loaded"))
+        for info, first in shadowed:
+            results.append(
+                LoadResult(info, "shadowed", shadowed_by=f"{first.distribution} ({first.value})")
+            )
+        return results
+
+    def resolve(self, group: str, name_or_ref: str) -> Any:
+        """An entry-point name or ``module:attribute`` reference -> a checked instance."""
+        group = _check_group(group)
+        info = self.info(group, name_or_ref)
+        if info is None:
+            if ":" not in name_or_ref:
+                kind = _KIND[group]
+                available = ", ".join(self.names(group)) or "none installed"
+                raise UnknownPlugin(
+                    f"unknown {kind} {name_or_ref!r}; available: {available} "
+                    f"(or pass a 'module:attribute' reference to a {kind} class, factory or instance)"
+                )
+            if not _REF.match(name_or_ref):
+                raise PluginError(
+                    f"{name_or_ref!r} is not a valid 'module:attribute' reference (e.g. 'mypkg.arms:MyArm')"
+                )
+            info = PluginInfo(name_or_ref, group, name_or_ref, None, None)
+        return instantiate(self._load_target(info), _PROTOCOL[group], _describe(info))
+
+    def provider(self, name_or_ref: str) -> BenchmarkProvider:
+        """A fresh provider instance (classes and factories are called on each request)."""
+        return cast(BenchmarkProvider, self.resolve(PROVIDERS, name_or_ref))
+
+    def arm(self, name_or_ref: str) -> Arm:
+        return cast(Arm, self.resolve(ARMS, name_or_ref))
+
+
+def _check_group(group: str) -> Group:
+    if group not in GROUPS:
+        raise PluginError(f"unknown plugin group {group!r}; use one of {', '.join(GROUPS)}")
+    return cast(Group, group)
+
+
+__all__ = [
+    "ARMS",
+    "PROVIDERS",
+    "DuplicatePluginWarning",
+    "LoadResult",
+    "PluginError",
+    "PluginInfo",
+    "PluginWarning",
+    "Registry",
+    "UnknownPlugin",
+    "format_plugin_table",
+    "instantiate",
+    "missing_members",
+]
