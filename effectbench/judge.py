@@ -1,0 +1,216 @@
+"""The judge: what the system of record says happened, from two snapshots and a contract.
+
+Pure and total over well-formed inputs: no I/O, no clock, no randomness, so a logged
+pair of snapshots can be judged again years later and give the same verdict. The only
+exception it raises is InvalidSpec for an effect that still holds run-param references
+(the caller forgot to resolve it for this trial).
+
+Equality is type-strict everywhere: the string "1" is not the integer 1, True is not 1,
+and categorical values are compared exactly (no case folding, no trimming).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TypeAlias
+
+from effectbench.model import (
+    Effect,
+    InvalidSpec,
+    JSONScalar,
+    Row,
+    Snapshot,
+    TrueState,
+    Value,
+    Verdict,
+    VerdictStatus,
+)
+
+__all__ = ["judge", "same_value", "row_matches"]
+
+_MAX_LISTED = 10
+"""At most this many ids are named per reason; the rest are counted ("and N more")."""
+
+_Key: TypeAlias = tuple[str, ...]
+
+
+def same_value(a: object, b: object) -> bool:
+    """Type-strict equality: same concrete type and equal value ("1" != 1, True != 1)."""
+    return type(a) is type(b) and a == b
+
+
+def row_matches(row: Row, selector: Mapping[str, Value]) -> bool:
+    """A row matches when every selector column is present and holds exactly that value."""
+    return all(col in row and same_value(row[col], want) for col, want in selector.items())
+
+
+def _scalar_key(v: object) -> str:
+    # repr keeps the type visible ('1' vs 1 vs 1.0 vs True) and never fails on scalars.
+    return f"{type(v).__name__}:{v!r}"
+
+
+def _whole_row_key(row: Row) -> _Key:
+    return tuple(f"{col}={_scalar_key(row[col])}" for col in sorted(row))
+
+
+def _identity(row: Row, id_field: str) -> _Key:
+    """A row's identity: its id_field value, or the whole row when it has no id_field."""
+    if id_field in row:
+        return ("id", _scalar_key(row[id_field]))
+    return ("row", *_whole_row_key(row))
+
+
+def _describe(row: Row, id_field: str) -> str:
+    if id_field in row:
+        return f"{id_field}={row[id_field]!r}"
+    return "{" + ", ".join(f"{c}: {row[c]!r}" for c in sorted(row)) + "}"
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:_MAX_LISTED])
+    extra = len(items) - _MAX_LISTED
+    return shown if extra <= 0 else f"{shown} and {extra} more"
+
+
+def _fmt_selector(selector: Mapping[str, Value]) -> str:
+    return "{" + ", ".join(f"{k}: {v!r}" for k, v in selector.items()) + "}"
+
+
+def _pre_clauses(effect: Effect) -> list[str]:
+    rw = effect.record_written
+    needs = []
+    if rw.count_new_only:
+        needs.append("count-new-only")
+    if rw.forbid_collateral_loss:
+        needs.append("forbid-collateral-loss")
+    if rw.forbid_stray_writes:
+        needs.append("forbid-stray-writes")
+    return needs
+
+
+def _collateral_loss(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]:
+    """Rows present before, outside the selector, and gone after: someone else's data lost."""
+    rw = effect.record_written
+    reasons = []
+    for table in sorted(pre.tables):
+        selector = rw.selector if table == rw.table else None
+        after = {_identity(r, rw.id_field) for r in post.rows(table)}
+        lost = [
+            _describe(r, rw.id_field)
+            for r in pre.rows(table)
+            if not (selector is not None and row_matches(r, selector))
+            and _identity(r, rw.id_field) not in after
+        ]
+        if lost:
+            reasons.append(
+                f"collateral loss in {table!r}: {len(lost)} pre-existing row(s) outside the selector "
+                f"vanished ({_listed(lost)})"
+            )
+    return reasons
+
+
+def _stray_writes(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]:
+    """Rows added or changed in any table that the contract did not ask for."""
+    rw = effect.record_written
+    reasons = []
+    for table in sorted(post.tables):
+        selector = rw.selector if table == rw.table else None
+        before: dict[_Key, _Key] = {_identity(r, rw.id_field): _whole_row_key(r) for r in pre.rows(table)}
+        added: list[str] = []
+        changed: list[str] = []
+        for r in post.rows(table):
+            if selector is not None and row_matches(r, selector):
+                continue
+            ident = _identity(r, rw.id_field)
+            if ident not in before:
+                added.append(_describe(r, rw.id_field))
+            elif before[ident] != _whole_row_key(r):
+                changed.append(_describe(r, rw.id_field))
+        if added:
+            reasons.append(f"stray write in {table!r}: {len(added)} row(s) added outside the selector ({_listed(added)})")
+        if changed:
+            reasons.append(
+                f"stray write in {table!r}: {len(changed)} row(s) outside the selector changed ({_listed(changed)})"
+            )
+    return reasons
+
+
+def _matching_rows(effect: Effect, pre: Snapshot, post: Snapshot) -> list[Row]:
+    rw = effect.record_written
+    rows = [r for r in post.rows(rw.table) if row_matches(r, rw.selector)]
+    if rw.count_new_only:
+        seen = {_identity(r, rw.id_field) for r in pre.rows(rw.table)}
+        rows = [r for r in rows if _identity(r, rw.id_field) not in seen]
+    return rows
+
+
+def _content_problems(effect: Effect, rows: Iterable[Row]) -> list[str]:
+    """Idempotency-key and field_equals checks over the matching rows."""
+    rw = effect.record_written
+    rows = list(rows)
+    reasons = []
+    if rw.idempotency_key is not None:
+        col, want = rw.idempotency_key
+        bad = [_describe(r, rw.id_field) for r in rows if not (col in r and same_value(r[col], want))]
+        if bad:
+            reasons.append(
+                f"{len(bad)} matching row(s) lack this trial's idempotency key {col}={want!r} ({_listed(bad)})"
+            )
+    for fe in effect.field_equals:
+        bad = []
+        for r in rows:
+            if fe.field not in r:
+                bad.append(f"{_describe(r, rw.id_field)} has no {fe.field!r}")
+            elif not same_value(r[fe.field], fe.expected):
+                got: JSONScalar = r[fe.field]
+                bad.append(f"{_describe(r, rw.id_field)} holds {got!r}")
+        if bad:
+            reasons.append(f"field {fe.field!r} must equal {fe.expected!r}: {_listed(bad)}")
+    return reasons
+
+
+def judge(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
+    """Judge one resolved effect against the pre- and post-action snapshots."""
+    if not effect.is_resolved:
+        raise InvalidSpec("judge needs a resolved effect: call effect.resolve(trial params) first")
+    rw = effect.record_written
+    expected = rw.expected_count
+
+    def indeterminate(reason: str) -> Verdict:
+        return Verdict(VerdictStatus.INDETERMINATE, TrueState.UNREADABLE, (reason,), None, expected)
+
+    if not post.readable:
+        return indeterminate(f"post-state unreadable: {post.error or 'no error given'}")
+    needs_pre = _pre_clauses(effect)
+    if not pre.readable and needs_pre:
+        return indeterminate(
+            f"{' and '.join(needs_pre)} with an unreachable pre-state ({pre.error or 'no error given'})"
+        )
+
+    rows = _matching_rows(effect, pre, post)
+    observed = len(rows)
+    side_effects: list[str] = []
+    if rw.forbid_collateral_loss:
+        side_effects += _collateral_loss(effect, pre, post)
+    if rw.forbid_stray_writes:
+        side_effects += _stray_writes(effect, pre, post)
+    content = _content_problems(effect, rows)
+
+    what = f"{rw.table!r} rows matching {_fmt_selector(rw.selector)}" + (" (new only)" if rw.count_new_only else "")
+    count_reason = f"expected {expected} {what}, found {observed}"
+
+    if observed == 0 and expected > 0 and not side_effects:
+        return Verdict(VerdictStatus.REFUTED, TrueState.ABSENT, (count_reason,), observed, expected)
+    problems = list(side_effects)
+    if observed != expected:
+        problems.insert(0, count_reason)
+    problems += content
+    if problems:
+        return Verdict(VerdictStatus.REFUTED, TrueState.WRONG_PERSISTED, tuple(problems), observed, expected)
+    return Verdict(
+        VerdictStatus.CONFIRMED,
+        TrueState.CORRECT,
+        (f"found {observed} {what} as declared; every check held",),
+        observed,
+        expected,
+    )

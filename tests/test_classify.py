@@ -1,0 +1,70 @@
+"""The classifier's full truth table: every (reported, true_state, CA) combination, explicitly."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from effectbench.classify import classify
+from effectbench.model import Outcome, SwerVariant, TrueState
+
+S, SWE, FA, WA, OH, SH = (
+    Outcome.SUCCESS,
+    Outcome.SILENT_WRONG_EFFECT,
+    Outcome.FALSE_ABORT,
+    Outcome.WRONG_ACTION,
+    Outcome.OVER_HALT,
+    Outcome.SAFE_HALT,
+)
+WW, PH = SwerVariant.WRONG_WRITE, SwerVariant.PHANTOM
+C, W, A, U = TrueState.CORRECT, TrueState.WRONG_PERSISTED, TrueState.ABSENT, TrueState.UNREADABLE
+
+# (reported_success, true_state, correct_action_available) -> (outcome, swer_variant, scoreable)
+TABLE = [
+    (True, C, True, S, None, True),
+    (True, C, False, S, None, True),
+    (True, W, True, SWE, WW, True),
+    (True, W, False, SWE, WW, True),
+    (True, A, True, SWE, PH, True),
+    (True, A, False, SWE, PH, True),
+    (True, U, True, None, None, False),
+    (True, U, False, None, None, False),
+    (False, C, True, FA, None, True),
+    (False, C, False, FA, None, True),
+    (False, W, True, WA, None, True),
+    (False, W, False, WA, None, True),
+    (False, A, True, OH, None, True),
+    (False, A, False, SH, None, True),
+    (False, U, True, None, None, False),
+    (False, U, False, None, None, False),
+]
+
+
+def test_table_covers_every_combination_once() -> None:
+    combos = {(r, t, ca) for r, t, ca, *_ in TABLE}
+    assert combos == set(itertools.product([True, False], list(TrueState), [True, False]))
+    assert len(TABLE) == 16
+
+
+@pytest.mark.parametrize(("reported", "state", "ca", "outcome", "variant", "scoreable"), TABLE)
+def test_truth_table(
+    reported: bool,
+    state: TrueState,
+    ca: bool,
+    outcome: Outcome | None,
+    variant: SwerVariant | None,
+    scoreable: bool,
+) -> None:
+    c = classify(reported, state, ca)
+    assert c.outcome == outcome
+    assert c.swer_variant == variant
+    assert c.scoreable is scoreable
+    assert c.reason
+
+
+@pytest.mark.parametrize(("reported", "ca"), list(itertools.product([True, False], [True, False])))
+def test_unreadable_says_why_it_is_not_scored(reported: bool, ca: bool) -> None:
+    reason = classify(reported, U, ca).reason
+    assert "could not read the record" in reason
+    assert "not scoreable" in reason
