@@ -26,7 +26,7 @@ from effectbench.model import (
     VerdictStatus,
 )
 
-__all__ = ["judge", "same_value", "row_matches"]
+__all__ = ["judge", "row_matches", "same_value"]
 
 _MAX_LISTED = 10
 """At most this many ids are named per reason; the rest are counted ("and N more")."""
@@ -115,7 +115,9 @@ def _stray_writes(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]:
     reasons = []
     for table in sorted(post.tables):
         selector = rw.selector if table == rw.table else None
-        before: dict[_Key, _Key] = {_identity(r, rw.id_field): _whole_row_key(r) for r in pre.rows(table)}
+        before: dict[_Key, _Key] = {
+            _identity(r, rw.id_field): _whole_row_key(r) for r in pre.rows(table)
+        }
         added: list[str] = []
         changed: list[str] = []
         for r in post.rows(table):
@@ -127,7 +129,9 @@ def _stray_writes(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]:
             elif before[ident] != _whole_row_key(r):
                 changed.append(_describe(r, rw.id_field))
         if added:
-            reasons.append(f"stray write in {table!r}: {len(added)} row(s) added outside the selector ({_listed(added)})")
+            reasons.append(
+                f"stray write in {table!r}: {len(added)} row(s) added outside the selector ({_listed(added)})"
+            )
         if changed:
             reasons.append(
                 f"stray write in {table!r}: {len(changed)} row(s) outside the selector changed ({_listed(changed)})"
@@ -151,7 +155,9 @@ def _content_problems(effect: Effect, rows: Iterable[Row]) -> list[str]:
     reasons = []
     if rw.idempotency_key is not None:
         col, want = rw.idempotency_key
-        bad = [_describe(r, rw.id_field) for r in rows if not (col in r and same_value(r[col], want))]
+        bad = [
+            _describe(r, rw.id_field) for r in rows if not (col in r and same_value(r[col], want))
+        ]
         if bad:
             reasons.append(
                 f"{len(bad)} matching row(s) lack this trial's idempotency key {col}={want!r} ({_listed(bad)})"
@@ -196,7 +202,9 @@ def judge(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
         side_effects += _stray_writes(effect, pre, post)
     content = _content_problems(effect, rows)
 
-    what = f"{rw.table!r} rows matching {_fmt_selector(rw.selector)}" + (" (new only)" if rw.count_new_only else "")
+    what = f"{rw.table!r} rows matching {_fmt_selector(rw.selector)}" + (
+        " (new only)" if rw.count_new_only else ""
+    )
     count_reason = f"expected {expected} {what}, found {observed}"
 
     if observed == 0 and expected > 0 and not side_effects:
@@ -206,7 +214,9 @@ def judge(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
         problems.insert(0, count_reason)
     problems += content
     if problems:
-        return Verdict(VerdictStatus.REFUTED, TrueState.WRONG_PERSISTED, tuple(problems), observed, expected)
+        return Verdict(
+            VerdictStatus.REFUTED, TrueState.WRONG_PERSISTED, tuple(problems), observed, expected
+        )
     return Verdict(
         VerdictStatus.CONFIRMED,
         TrueState.CORRECT,

@@ -27,17 +27,24 @@ KEY = "key-43b6666f11c2"
 def effect(**rw: Any) -> Effect:
     """The MockMed-shaped contract: one Triage row for p1 whose note is this trial's note."""
     return Effect(
-        record_written=RecordWritten(table="encounters", selector={"patient_id": "p1", "type": "Triage"}, **rw),
+        record_written=RecordWritten(
+            table="encounters", selector={"patient_id": "p1", "type": "Triage"}, **rw
+        ),
         field_equals=(FieldEquals("note", NOTE),),
     )
 
 
-def row(id: int, note: str = NOTE, patient_id: str = "p1", type: str = "Triage", **extra: Any) -> dict[str, Any]:
+def row(
+    id: int, note: str = NOTE, patient_id: str = "p1", type: str = "Triage", **extra: Any
+) -> dict[str, Any]:
     return {"id": id, "patient_id": patient_id, "type": type, "note": note, **extra}
 
 
 def snap(*rows: dict[str, Any], **tables: list[dict[str, Any]]) -> Snapshot:
-    return Snapshot(readable=True, tables={"encounters": tuple(rows), **{k: tuple(v) for k, v in tables.items()}})
+    return Snapshot(
+        readable=True,
+        tables={"encounters": tuple(rows), **{k: tuple(v) for k, v in tables.items()}},
+    )
 
 
 EMPTY = snap()
@@ -103,7 +110,10 @@ def test_collateral_loss_without_id_field_uses_whole_rows() -> None:
 
 def test_collateral_loss_can_be_switched_off() -> None:
     pre = snap(row(7, type="Urgent"))
-    assert judge(effect(forbid_collateral_loss=False), pre, snap(row(8))).true_state is TrueState.CORRECT
+    assert (
+        judge(effect(forbid_collateral_loss=False), pre, snap(row(8))).true_state
+        is TrueState.CORRECT
+    )
 
 
 def test_idempotent_retry_with_key_leaves_one_row() -> None:
@@ -160,7 +170,10 @@ def test_stray_write_to_another_table() -> None:
     assert v.true_state is TrueState.WRONG_PERSISTED
     assert any("stray write" in r and "'billing'" in r and "id=2" in r for r in v.reasons)
     # the same post without the stray row is correct; without the clause it is not noticed
-    assert judge(e, pre, snap(row(1), billing=[{"id": 1, "amount": 10}])).true_state is TrueState.CORRECT
+    assert (
+        judge(e, pre, snap(row(1), billing=[{"id": 1, "amount": 10}])).true_state
+        is TrueState.CORRECT
+    )
     assert judge(effect(), pre, post).true_state is TrueState.CORRECT
 
 
@@ -174,11 +187,21 @@ def test_stray_change_of_an_existing_row() -> None:
 
 @pytest.mark.parametrize(
     ("stored", "state"),
-    [("p1", TrueState.CORRECT), (1, TrueState.ABSENT), ("P1", TrueState.ABSENT), ("p1 ", TrueState.ABSENT)],
+    [
+        ("p1", TrueState.CORRECT),
+        (1, TrueState.ABSENT),
+        ("P1", TrueState.ABSENT),
+        ("p1 ", TrueState.ABSENT),
+    ],
 )
 def test_selector_compare_is_type_strict_and_exact(stored: object, state: TrueState) -> None:
     e = Effect(RecordWritten(table="t", selector={"patient_id": "p1"}))
-    assert judge(e, Snapshot(True, {}), Snapshot(True, {"t": ({"id": 1, "patient_id": stored},)})).true_state is state
+    assert (
+        judge(
+            e, Snapshot(True, {}), Snapshot(True, {"t": ({"id": 1, "patient_id": stored},)})
+        ).true_state
+        is state
+    )
 
 
 @pytest.mark.parametrize("stored", ["1", 1.0, True])
@@ -217,9 +240,15 @@ scalars = st.one_of(
     st.sampled_from(["p1", "Triage", NOTE, KEY, "1"]),
     st.text(max_size=4),
 )
-rows = st.dictionaries(st.sampled_from(["id", "patient_id", "type", "note", "key", "x"]), scalars, max_size=6)
-tables = st.dictionaries(st.sampled_from(["encounters", "billing", "audit"]), st.lists(rows, max_size=4).map(tuple))
-snapshots = st.builds(Snapshot, readable=st.booleans(), tables=tables, error=st.one_of(st.none(), st.text(max_size=5)))
+rows = st.dictionaries(
+    st.sampled_from(["id", "patient_id", "type", "note", "key", "x"]), scalars, max_size=6
+)
+tables = st.dictionaries(
+    st.sampled_from(["encounters", "billing", "audit"]), st.lists(rows, max_size=4).map(tuple)
+)
+snapshots = st.builds(
+    Snapshot, readable=st.booleans(), tables=tables, error=st.one_of(st.none(), st.text(max_size=5))
+)
 effects = st.builds(
     lambda count, key, coll, stray, new, idf, fe: Effect(
         RecordWritten(
