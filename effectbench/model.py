@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, TypeAlias
 
@@ -96,6 +96,15 @@ def _check_selector(instance: Any, attribute: Any, value: Mapping[str, Value]) -
         raise InvalidSpec(f"{type(instance).__name__}.selector is empty: name the columns that identify the record")
 
 
+def _fields_tuple(value: Iterable[FieldEquals]) -> tuple[FieldEquals, ...]:
+    """Typed stand-in for ``converter=tuple``, which mypy's attrs plugin cannot bind."""
+    return tuple(value)
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 def _freeze_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return dict(sorted(value.items()))
 
@@ -143,7 +152,7 @@ class Effect:
     """The declared effect contract: what must be true of the record for success."""
 
     record_written: RecordWritten
-    field_equals: tuple[FieldEquals, ...] = attrs.field(default=(), converter=tuple)
+    field_equals: tuple[FieldEquals, ...] = attrs.field(default=(), converter=_fields_tuple)
 
     def resolve(self, params: Mapping[str, str]) -> Effect:
         """Replace every ParamRef with this trial's value; unknown params are an error."""
@@ -190,7 +199,7 @@ class OracleSpec:
     """
 
     channel: str = "snapshot"
-    tables: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    tables: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     isolated_from_agent: bool = True
     trial_unique_payload: bool = True
     refusal_controls: bool = False
