@@ -206,6 +206,10 @@ class OracleSpec:
     adversarially_audited: bool = False
 
 
+_TRIAL_SUFFIX = re.compile(r"::t\d")
+"""Forbidden inside a task id: it would read as the '::t<trial>' of an episode id.
+(Only a digit after '::t' clashes, so ids such as 'mockmed::timeout' stay valid.)"""
+
 _STEP_LIST = re.compile(r"(?m)^\s*(?:\d+[.)]|step\s+\d+\b)")
 
 
@@ -263,8 +267,11 @@ class TaskSpec:
             raise InvalidSpec(
                 f"task {self.task_id}: oracle claims a trial-unique payload but no run param uses {{tag}}"
             )
-        if not self.task_id or any(c.isspace() for c in self.task_id) or "::t" in self.task_id:
-            raise InvalidSpec(f"task_id {self.task_id!r} must be non-empty, without spaces or '::t'")
+        if not self.task_id or any(c.isspace() for c in self.task_id) or _TRIAL_SUFFIX.search(self.task_id):
+            raise InvalidSpec(
+                f"task_id {self.task_id!r} must be non-empty, without spaces or '::t<digit>' "
+                "(episode ids end in '::t<trial>')"
+            )
 
 
 def trial_tag(task_id: str, trial: int) -> str:
