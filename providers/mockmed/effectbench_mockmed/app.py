@@ -1,0 +1,177 @@
+"""The MockMed product: an HTML form UI with a save banner, and a JSON API.
+
+Every episode lives under ``/e/<token>/`` where the token is unguessable and maps to
+that episode's own store and fault mode, so concurrent episodes share no mutable
+state beyond the token table itself.
+
+Routes (relative to ``/e/<token>/``):
+
+- ``GET  ``                 the encounter form
+- ``POST encounters``       form submit; answers with a page carrying the save banner
+- ``GET  api/encounters``   JSON readback of every encounter (the product's own read path)
+- ``POST api/encounters``   JSON write, same backend and same fault as the form
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Final
+from urllib.parse import parse_qsl
+
+import attrs
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from effectbench_mockmed.faults import Fault
+from effectbench_mockmed.store import EncounterStore, Submission
+
+ENCOUNTER_TYPES: Final[tuple[str, ...]] = ("Triage", "Urgent", "Follow-up")
+PATIENTS: Final[Mapping[str, str]] = {"p1": "Ada Moreau (referred)", "p2": "Ada Morel"}
+MAX_BODY: Final = 64 * 1024
+
+
+@attrs.frozen
+class EpisodeState:
+    store: EncounterStore
+    fault: Fault
+
+
+@attrs.frozen
+class Outcome:
+    saved: bool
+    status: int
+    message: str
+
+
+class Episodes:
+    """The token table: which store and fault mode a URL token addresses."""
+
+    def __init__(self) -> None:
+        self._by_token: dict[str, EpisodeState] = {}
+
+    def add(self, token: str, state: EpisodeState) -> None:
+        self._by_token[token] = state
+
+    def pop(self, token: str) -> EpisodeState | None:
+        return self._by_token.pop(token, None)
+
+    def get(self, token: str) -> EpisodeState | None:
+        return self._by_token.get(token)
+
+    def tokens(self) -> list[str]:
+        return list(self._by_token)
+
+
+def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outcome:
+    patient = values.get("patient_id", "").strip()
+    kind = values.get("type", "").strip()
+    if not patient or kind not in ENCOUNTER_TYPES:
+        return Outcome(False, 422, "Choose a patient and an encounter type")
+    fault = state.fault
+    if fault.status == 401:
+        return Outcome(False, 401, fault.message)
+    sub = Submission(patient, kind, values.get("note", ""), values.get("key") or None, source)
+    state.store.write(sub, fault)
+    return Outcome(fault.banner_saved, fault.status, fault.message)
+
+
+def _page(body: str, status: int = 200) -> HTMLResponse:
+    doc = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>MockMed</title></head>"
+        f"<body><h1>MockMed encounters</h1>{body}</body></html>"
+    )
+    return HTMLResponse(doc, status_code=status)
+
+
+def _form() -> str:
+    patients = "".join(
+        f"<option value='{k}'>{html.escape(v)}</option>" for k, v in PATIENTS.items()
+    )
+    kinds = "".join(f"<option>{t}</option>" for t in ENCOUNTER_TYPES)
+    return (
+        "<form method='post' action='encounters'>"
+        f"<label>Patient <select name='patient_id'>{patients}</select></label>"
+        f"<label>Type <select name='type'>{kinds}</select></label>"
+        "<label>Note <textarea name='note'></textarea></label>"
+        "<input type='hidden' name='key' value=''>"
+        "<button type='submit'>Save</button></form>"
+    )
+
+
+def _banner(outcome: Outcome) -> str:
+    cls = "saved" if outcome.saved else "error"
+    return f"<div id='banner' class='{cls}'>{html.escape(outcome.message)}</div>"
+
+
+def _not_found() -> Response:
+    return Response(b"unknown episode\n", status_code=404, media_type="text/plain")
+
+
+def _state(request: Request, episodes: Episodes) -> EpisodeState | None:
+    return episodes.get(str(request.path_params["token"]))
+
+
+async def _body(request: Request) -> bytes | None:
+    body = await request.body()
+    return None if len(body) > MAX_BODY else body
+
+
+def build_app(episodes: Episodes) -> Starlette:
+    """The ASGI app over one token table (one per provider instance, no globals)."""
+
+    async def form_page(request: Request) -> Response:
+        if _state(request, episodes) is None:
+            return _not_found()
+        return _page(_form())
+
+    async def form_submit(request: Request) -> Response:
+        state = _state(request, episodes)
+        if state is None:
+            return _not_found()
+        body = await _body(request)
+        if body is None:
+            return _page(_banner(Outcome(False, 413, "The form is too large")), 413)
+        values = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        outcome = _submit(state, values, "ui")
+        return _page(_banner(outcome) + _form(), outcome.status)
+
+    async def api_read(request: Request) -> Response:
+        state = _state(request, episodes)
+        if state is None:
+            return _not_found()
+        return Response(
+            orjson.dumps({"encounters": state.store.rows()}), media_type="application/json"
+        )
+
+    async def api_write(request: Request) -> Response:
+        state = _state(request, episodes)
+        if state is None:
+            return _not_found()
+        body = await _body(request)
+        try:
+            parsed = orjson.loads(body) if body is not None else None
+        except orjson.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            return Response(
+                orjson.dumps({"saved": False, "message": "send a JSON object"}),
+                400,
+                media_type="application/json",
+            )
+        values = {str(k): "" if v is None else str(v) for k, v in parsed.items()}
+        outcome = _submit(state, values, "api")
+        payload = {"saved": outcome.saved, "message": outcome.message}
+        return Response(orjson.dumps(payload), outcome.status, media_type="application/json")
+
+    return Starlette(
+        routes=[
+            Route("/e/{token}/", form_page, methods=["GET"]),
+            Route("/e/{token}/encounters", form_submit, methods=["POST"]),
+            Route("/e/{token}/api/encounters", api_read, methods=["GET"]),
+            Route("/e/{token}/api/encounters", api_write, methods=["POST"]),
+        ]
+    )

@@ -1,0 +1,168 @@
+"""MockMedProvider: the first-party BenchmarkProvider, plugged in like any third party.
+
+Run lifecycle: ``start`` opens a temp dir, builds a template database and serves the
+product with uvicorn on 127.0.0.1; ``stop`` tears everything down. Episode lifecycle:
+``provision`` copies the template into a fresh database file, seeds it, registers an
+unguessable URL token for it, and hands the arm HTTP channels only; the harness gets a
+read-only oracle over the file. Teardown closes everything and deletes the file.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import ssl
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import anyio
+import attrs
+import httpx
+
+from effectbench.model import TaskSpec
+from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench_mockmed.app import Episodes, EpisodeState, build_app
+from effectbench_mockmed.client import FormDriver, RestReadback, new_client
+from effectbench_mockmed.faults import FAULTS
+from effectbench_mockmed.oracle import MockMedOracle
+from effectbench_mockmed.server import LocalServer
+from effectbench_mockmed.store import EncounterStore, build_template, remove_database, seed_rows
+from effectbench_mockmed.tasks import TASKS
+
+VERSION: Final = "1.0.0"
+HTTP_TIMEOUT_S: Final = 30.0
+
+
+@attrs.frozen
+class _Running:
+    """Run-scoped resources, present between start() and stop()."""
+
+    root: Path
+    template: Path
+    episodes: Episodes
+    server: LocalServer
+    port: int
+    ssl_context: ssl.SSLContext
+
+
+class _Episode:
+    """One provisioned episode's resources; ``teardown`` is idempotent."""
+
+    def __init__(
+        self,
+        token: str,
+        episodes: Episodes,
+        store: EncounterStore,
+        client: httpx.AsyncClient,
+        oracle: MockMedOracle,
+    ) -> None:
+        self._token = token
+        self._episodes = episodes
+        self._store = store
+        self._client = client
+        self._oracle = oracle
+        self._done = False
+
+    async def teardown(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._episodes.pop(self._token)
+        with anyio.CancelScope(shield=True):
+            await self._client.aclose()
+        self._oracle.close()
+        self._store.close()
+        remove_database(self._store.path)
+
+
+class MockMedProvider:
+    """The MockMed anchor: nine fault modes of one triage task over real HTTP and SQLite."""
+
+    name: str = "mockmed"
+    version: str = VERSION
+
+    def __init__(
+        self, *, tmp_root: Path | None = None, http_timeout_s: float = HTTP_TIMEOUT_S
+    ) -> None:
+        self._tmp_root = tmp_root
+        self._http_timeout_s = http_timeout_s
+        self._running: _Running | None = None
+        self._live: dict[str, _Episode] = {}
+
+    def tasks(self) -> Sequence[TaskSpec]:
+        return TASKS
+
+    @property
+    def base_url(self) -> str | None:
+        """The server's root URL while running (for diagnostics and tests)."""
+        return None if self._running is None else f"http://127.0.0.1:{self._running.port}/"
+
+    async def start(self) -> None:
+        if self._running is not None:
+            raise RuntimeError("MockMedProvider.start() called twice; call stop() first")
+        root = Path(tempfile.mkdtemp(prefix="effectbench-mockmed-", dir=self._tmp_root))
+        try:
+            template = root / "template.db"
+            build_template(template)
+            episodes = Episodes()
+            server = LocalServer(build_app(episodes))
+            await server.start()
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        assert server.port is not None
+        self._running = _Running(
+            root, template, episodes, server, server.port, httpx.create_ssl_context()
+        )
+
+    async def stop(self) -> None:
+        running, self._running = self._running, None
+        if running is None:
+            return
+        live, self._live = list(self._live.values()), {}
+        try:
+            for episode in live:
+                await episode.teardown()
+        finally:
+            # Not shielded: the server's task group must be exited in the scope it was entered in.
+            await running.server.stop()
+            shutil.rmtree(running.root, ignore_errors=True)
+
+    async def provision(
+        self, task: TaskSpec, trial: int, params: Mapping[str, str]
+    ) -> ProvisionedEpisode:
+        running = self._running
+        if running is None:
+            raise RuntimeError(
+                "MockMedProvider.provision() before start(): call await provider.start() first"
+            )
+        mode = task.fixture.get("mode")
+        fault = FAULTS.get(str(mode))
+        if fault is None:
+            raise ValueError(
+                f"task {task.task_id}: fixture mode {mode!r} is not a MockMed mode; use one of {', '.join(FAULTS)}"
+            )
+        token = secrets.token_urlsafe(18)
+        path = running.root / f"ep-{secrets.token_hex(8)}.db"
+        store = EncounterStore(path, running.template, seed_rows(task.initial_state))
+        running.episodes.add(token, EpisodeState(store, fault))
+        base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
+        client = new_client(base_url, running.ssl_context, self._http_timeout_s)
+        telemetry = Telemetry()
+        env = EnvHandle(
+            channels={"base_url": base_url},
+            telemetry=telemetry,
+            driver=FormDriver(client, telemetry),
+            verifier=RestReadback(client),
+        )
+        oracle = MockMedOracle(path)
+        episode = _Episode(token, running.episodes, store, client, oracle)
+        self._live[token] = episode
+
+        async def teardown() -> None:
+            self._live.pop(token, None)
+            await episode.teardown()
+
+        return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown)
