@@ -13,6 +13,7 @@ from effectbench.model import (
     Effect,
     FieldEquals,
     InvalidSpec,
+    JSONScalar,
     ParamRef,
     RecordWritten,
     Snapshot,
@@ -194,7 +195,7 @@ def test_stray_change_of_an_existing_row() -> None:
         ("p1 ", TrueState.ABSENT),
     ],
 )
-def test_selector_compare_is_type_strict_and_exact(stored: object, state: TrueState) -> None:
+def test_selector_compare_is_type_strict_and_exact(stored: JSONScalar, state: TrueState) -> None:
     e = Effect(RecordWritten(table="t", selector={"patient_id": "p1"}))
     assert (
         judge(
@@ -205,7 +206,7 @@ def test_selector_compare_is_type_strict_and_exact(stored: object, state: TrueSt
 
 
 @pytest.mark.parametrize("stored", ["1", 1.0, True])
-def test_field_compare_is_type_strict(stored: object) -> None:
+def test_field_compare_is_type_strict(stored: JSONScalar) -> None:
     e = Effect(RecordWritten(table="t", selector={"k": "a"}), (FieldEquals("n", 1),))
     post = Snapshot(True, {"t": ({"id": 1, "k": "a", "n": stored},)})
     assert judge(e, Snapshot(True, {}), post).true_state is TrueState.WRONG_PERSISTED

@@ -1,0 +1,393 @@
+"""The episode projection over synthetic logs built from the real typed events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from effectbench.codec import converter
+from effectbench.events import (
+    ArmAction,
+    ArmStarted,
+    ArmTelemetry,
+    EpisodeAbandoned,
+    EpisodeFailed,
+    EpisodeFinished,
+    EpisodePlanned,
+    EpisodeProvisioned,
+    PostRead,
+    PreSnapshot,
+    Reported,
+    RunFinished,
+    RunStarted,
+    event_data,
+)
+from effectbench.log import LoggedEvent
+from effectbench.model import (
+    Effect,
+    FailureClass,
+    FieldEquals,
+    Outcome,
+    ParamRef,
+    RecordWritten,
+    Snapshot,
+    SwerVariant,
+    TrueState,
+)
+from effectbench.projections.episodes import ProjectionError, fold_episode, project_episodes
+
+NOTE = "triage note 43b6666f11c2"
+EFFECT = Effect(
+    RecordWritten(table="encounters", selector={"patient_id": "p1", "type": "Triage"}),
+    (FieldEquals("note", ParamRef("note")),),
+)
+GOOD_ROW = {"id": 1, "patient_id": "p1", "type": "Triage", "note": NOTE}
+
+
+class Log:
+    """Builds LoggedEvents with consecutive seqs, as the reader would hand them out."""
+
+    def __init__(self) -> None:
+        self.events: list[LoggedEvent] = []
+
+    def add(self, ep: str | None, event: Any) -> LoggedEvent:
+        seq = len(self.events)
+        e = LoggedEvent(seq, event.TYPE, 1000.0 + seq, ep, event_data(event), seq + 1)
+        self.events.append(e)
+        return e
+
+    def planned(self, ep: str, ca: bool = True, category: str = "control") -> None:
+        self.add(
+            ep,
+            EpisodePlanned(
+                arm=ep.split("::")[0],
+                task_id="mockmed::ok",
+                trial=0,
+                params={"note": NOTE, "record_key": "key-43b6666f11c2"},
+                category=category,
+                substrate="web",
+                split="dev",
+                reversible=False,
+                effect_declared=True,
+                correct_action_available=ca,
+                effect=converter.unstructure(EFFECT),
+                effect_hash=EFFECT.content_hash(),
+            ),
+        )
+
+    def attempt(
+        self,
+        ep: str,
+        post: Snapshot,
+        reported: bool = True,
+        pre: Snapshot | None = None,
+        telemetry: bool = True,
+    ) -> None:
+        self.add(ep, EpisodeProvisioned(setup_ms=12.5))
+        self.add(
+            ep, PreSnapshot(attempt=0, snapshot=_snap(pre or Snapshot(True, {"encounters": ()})))
+        )
+        self.add(ep, ArmStarted())
+        self.add(ep, ArmAction(kind="click", detail={"target": "save"}))
+        if telemetry:
+            self.add(
+                ep,
+                ArmTelemetry(
+                    model_calls=3, input_tokens=100, output_tokens=20, cost_usd=None, actions=1
+                ),
+            )
+        self.add(
+            ep, Reported(reported_success=reported, halted=not reported, message="", wall_ms=40.0)
+        )
+        self.add(ep, PostRead(attempt=0, snapshot=_snap(post)))
+
+    def run(self, ep: str, post: Snapshot, **kw: Any) -> None:
+        self.planned(ep, ca=kw.pop("ca", True))
+        self.attempt(ep, post, **kw)
+        self.add(ep, EpisodeFinished())
+
+    def of(self, ep: str) -> list[LoggedEvent]:
+        return [e for e in self.events if e.ep == ep]
+
+
+def _snap(s: Snapshot) -> dict[str, Any]:
+    data: dict[str, Any] = converter.unstructure(s)
+    return data
+
+
+def rows(*r: dict[str, Any]) -> Snapshot:
+    return Snapshot(True, {"encounters": tuple(r)})
+
+
+def test_finished_success() -> None:
+    log = Log()
+    log.run("screen_only::mockmed::ok::t0", rows(GOOD_ROW))
+    rec = fold_episode(log.events)
+    assert rec.episode_id == "screen_only::mockmed::ok::t0"
+    assert (rec.arm, rec.task_id, rec.trial) == ("screen_only", "mockmed::ok", 0)
+    assert (rec.true_state, rec.outcome, rec.swer_variant) == (
+        TrueState.CORRECT,
+        Outcome.SUCCESS,
+        None,
+    )
+    assert rec.eligible and rec.failure_class is None
+    assert (rec.observed_count, rec.expected_count) == (1, 1)
+    assert (rec.reported_success, rec.halted) == (True, False)
+    t = rec.telemetry
+    assert (t.setup_ms, t.wall_ms, t.model_calls, t.input_tokens, t.output_tokens, t.actions) == (
+        12.5,
+        40.0,
+        3,
+        100,
+        20,
+        1,
+    )
+    assert t.cost_usd is None
+    assert rec.evidence == {
+        "planned": "events.jsonl#0",
+        "pre_snapshot": "events.jsonl#2",
+        "reported": "events.jsonl#6",
+        "post_read": "events.jsonl#7",
+        "terminal": "events.jsonl#8",
+    }
+
+
+def test_param_refs_in_the_planned_effect_are_resolved_from_planned_params() -> None:
+    log = Log()
+    log.run("a::t::t0", rows({**GOOD_ROW, "note": "triage note othertrial"}))
+    rec = fold_episode(log.events)
+    assert rec.outcome is Outcome.SILENT_WRONG_EFFECT
+    assert rec.swer_variant is SwerVariant.WRONG_WRITE
+
+
+def test_phantom_and_safe_halt_use_planned_correct_action_available() -> None:
+    log = Log()
+    log.run("a::x::t0", rows())
+    log.run("a::y::t0", rows(), reported=False, ca=False)
+    log.run("a::z::t0", rows(), reported=False, ca=True)
+    out = {r.episode_id: r for r in project_episodes(log.events)}
+    assert out["a::x::t0"].swer_variant is SwerVariant.PHANTOM
+    assert out["a::y::t0"].outcome is Outcome.SAFE_HALT
+    assert out["a::z::t0"].outcome is Outcome.OVER_HALT
+
+
+def test_missing_telemetry_is_none_not_zero() -> None:
+    log = Log()
+    log.run("a::t::t0", rows(GOOD_ROW), telemetry=False)
+    t = fold_episode(log.events).telemetry
+    assert (t.model_calls, t.input_tokens, t.actions, t.cost_usd) == (None, None, None, None)
+    assert t.wall_ms == 40.0
+
+
+def test_finished_with_unreadable_post_is_an_evaluation_failure() -> None:
+    log = Log()
+    log.run("a::t::t0", Snapshot.unreadable("database is locked"))
+    rec = fold_episode(log.events)
+    assert rec.true_state is TrueState.UNREADABLE
+    assert rec.outcome is None and not rec.eligible
+    assert rec.failure_class is FailureClass.EVALUATION
+    assert any("database is locked" in r for r in rec.verdict_reasons)
+    assert any("not scoreable" in r for r in rec.verdict_reasons)
+
+
+def test_last_post_read_wins_on_re_read() -> None:
+    log = Log()
+    ep = "a::t::t0"
+    log.planned(ep)
+    log.attempt(ep, Snapshot.unreadable("busy"))
+    log.add(ep, PostRead(attempt=1, snapshot=_snap(rows(GOOD_ROW))))
+    log.add(ep, EpisodeFinished())
+    rec = fold_episode(log.events)
+    assert rec.outcome is Outcome.SUCCESS
+    assert rec.evidence["post_read"] == "events.jsonl#8"
+
+
+def test_failed_agent() -> None:
+    log = Log()
+    ep = "a::t::t0"
+    log.planned(ep)
+    log.add(ep, EpisodeProvisioned(setup_ms=3.0))
+    log.add(
+        ep,
+        EpisodeFailed(
+            failure_class=FailureClass.AGENT, stage="arm", error="arm raised RuntimeError"
+        ),
+    )
+    rec = fold_episode(log.events)
+    assert rec.outcome is None and rec.true_state is None and not rec.eligible
+    assert rec.failure_class is FailureClass.AGENT
+    assert rec.verdict_reasons == ("failed at arm: arm raised RuntimeError",)
+    assert rec.telemetry.setup_ms == 3.0 and rec.telemetry.wall_ms is None
+    assert rec.reported_success is None
+    assert set(rec.evidence) == {"planned", "terminal"}
+
+
+def test_abandoned_attempt_is_discarded_and_rerun_is_scored() -> None:
+    log = Log()
+    ep = "a::t::t0"
+    log.planned(ep)
+    log.attempt(ep, rows(GOOD_ROW, {**GOOD_ROW, "id": 2}))  # a doomed first attempt, no terminal
+    log.add(None, RunStarted(run_id="r", plan={}, plan_hash="h", versions={}))
+    log.add(ep, EpisodeAbandoned(reason="resumed"))
+    log.add(ep, EpisodeProvisioned(setup_ms=7.0))
+    log.add(ep, PreSnapshot(attempt=0, snapshot=_snap(rows())))
+    log.add(ep, Reported(reported_success=True, halted=False, message="", wall_ms=5.0))
+    log.add(ep, PostRead(attempt=0, snapshot=_snap(rows(GOOD_ROW))))
+    log.add(ep, EpisodeFinished())
+    rec = fold_episode(log.of(ep))
+    assert rec.outcome is Outcome.SUCCESS
+    assert rec.telemetry.setup_ms == 7.0
+    assert rec.telemetry.model_calls is None  # the abandoned attempt's telemetry does not leak
+    assert rec.evidence["pre_snapshot"] == "events.jsonl#11"  # the rerun's own pre-snapshot
+    assert rec.evidence["planned"] == "events.jsonl#0"
+
+
+def test_abandoned_attempt_without_pre_snapshot_cannot_use_collateral_check() -> None:
+    # the rerun has no pre-snapshot and collateral loss is on: the judge cannot decide
+    log = Log()
+    ep = "a::t::t0"
+    log.planned(ep)
+    log.add(ep, EpisodeAbandoned(reason="resumed"))
+    log.add(ep, Reported(reported_success=True, halted=False, message="", wall_ms=5.0))
+    log.add(ep, PostRead(attempt=0, snapshot=_snap(rows(GOOD_ROW))))
+    log.add(ep, EpisodeFinished())
+    rec = fold_episode(log.events)
+    assert rec.true_state is TrueState.UNREADABLE and rec.failure_class is FailureClass.EVALUATION
+
+
+def test_interleaved_episodes_stream_in_terminal_order() -> None:
+    log = Log()
+    a, b = "a::t::t0", "a::t::t1"
+    log.planned(a)
+    log.planned(b)
+    log.attempt(b, rows(GOOD_ROW))
+    log.attempt(a, rows())
+    log.add(b, EpisodeFinished())
+    log.add(a, EpisodeFinished())
+    log.add(None, RunFinished(interrupted=False, episodes_finished=2, episodes_failed=0))
+    out = list(project_episodes(log.events))
+    assert [r.episode_id for r in out] == [b, a]
+    assert out[0].outcome is Outcome.SUCCESS
+    assert out[1].swer_variant is SwerVariant.PHANTOM
+    # folding each episode alone gives the same records
+    assert out == [fold_episode(log.of(b)), fold_episode(log.of(a))]
+
+
+def test_never_terminated_episode_is_yielded_at_end_as_unknown() -> None:
+    log = Log()
+    log.run("a::t::t0", rows(GOOD_ROW))
+    log.planned("a::t::t1")
+    log.attempt("a::t::t1", rows(GOOD_ROW))
+    out = list(project_episodes(log.events))
+    assert [r.episode_id for r in out] == ["a::t::t0", "a::t::t1"]
+    last = out[1]
+    assert last.failure_class is FailureClass.UNKNOWN and not last.eligible and last.outcome is None
+    assert last.verdict_reasons == ("did not finish (run interrupted)",)
+    assert "terminal" not in last.evidence
+
+
+def test_records_are_yielded_as_soon_as_the_terminal_arrives() -> None:
+    log = Log()
+    log.run("a::t::t0", rows(GOOD_ROW))
+    log.planned("a::t::t1")
+
+    def stream() -> Iterator[LoggedEvent]:
+        yield from log.events
+        raise AssertionError("read past what was needed")
+
+    it = project_episodes(stream())
+    assert next(it).episode_id == "a::t::t0"
+
+
+def test_last_terminal_wins_within_one_episode() -> None:
+    log = Log()
+    log.run("a::t::t0", rows(GOOD_ROW))
+    log.add(
+        "a::t::t0",
+        EpisodeFailed(failure_class=FailureClass.ENVIRONMENT, stage="teardown", error="x"),
+    )
+    rec = fold_episode(log.events)
+    assert (
+        rec.failure_class is FailureClass.ENVIRONMENT
+        and rec.evidence["terminal"] == "events.jsonl#9"
+    )
+
+
+def test_stream_refuses_an_event_after_the_terminal() -> None:
+    log = Log()
+    log.run("a::t::t0", rows(GOOD_ROW))
+    log.add("a::t::t0", EpisodeFailed(failure_class=FailureClass.ENVIRONMENT, stage="x", error="x"))
+    it = project_episodes(log.events)
+    assert next(it).outcome is Outcome.SUCCESS
+    with pytest.raises(ProjectionError, match="no episode.planned before it"):
+        next(it)
+
+
+def test_stream_yields_a_full_second_run_again_later_one_wins() -> None:
+    log = Log()
+    log.run("a::t::t0", rows())
+    log.run("a::t::t0", rows(GOOD_ROW))
+    out = list(project_episodes(log.events))
+    assert [r.outcome for r in out] == [Outcome.SILENT_WRONG_EFFECT, Outcome.SUCCESS]
+    assert {r.episode_id: r for r in out}["a::t::t0"].outcome is Outcome.SUCCESS
+
+
+def test_malformed_logged_data_degrades_to_evaluation_failures() -> None:
+    log = Log()
+    ep = "a::t::t0"
+    log.run(ep, rows(GOOD_ROW))
+    post = log.events[7]
+    log.events[7] = LoggedEvent(
+        post.seq, post.type, post.ts, ep, {"attempt": 0, "snapshot": [1]}, post.line_no
+    )
+    assert fold_episode(log.events).failure_class is FailureClass.EVALUATION
+    planned = log.events[0]
+    log.events[0] = LoggedEvent(
+        0, planned.type, 0.0, ep, {**planned.data, "effect": {"nope": 1}}, 1
+    )
+    rec = fold_episode(log.events)
+    assert rec.failure_class is FailureClass.EVALUATION
+    assert "is invalid" in rec.verdict_reasons[0]
+
+
+def test_planned_event_with_bad_category_is_a_projection_error() -> None:
+    log = Log()
+    log.planned("a::t::t0", category="C9_unknown")
+    with pytest.raises(ProjectionError, match="bad field"):
+        fold_episode(log.events)
+
+
+def test_fold_rejects_mixed_or_empty_input() -> None:
+    log = Log()
+    log.planned("a::t::t0")
+    log.planned("a::t::t1")
+    with pytest.raises(ProjectionError):
+        fold_episode(log.events)
+    with pytest.raises(ProjectionError):
+        fold_episode([])
+
+
+def test_stream_memory_holds_only_in_flight_episodes() -> None:
+    """Many finished episodes: each record comes out before the next episode starts."""
+    log = Log()
+    for i in range(200):
+        log.run(f"a::t::t{i}", rows(GOOD_ROW))
+    seen = 0
+    pending_at_yield = []
+    it = iter(log.events)
+    consumed = 0
+
+    def counted() -> Iterator[LoggedEvent]:
+        nonlocal consumed
+        for e in it:
+            consumed += 1
+            yield e
+
+    for rec in project_episodes(counted()):
+        seen += 1
+        pending_at_yield.append(consumed)
+        assert rec.outcome is Outcome.SUCCESS
+    assert seen == 200
+    assert pending_at_yield == [9 * (i + 1) for i in range(200)]
