@@ -1,8 +1,9 @@
 """The harness oracle: reads every table of an episode's database, read-only.
 
 It never goes through the app, and the arm is never handed it. ``mode=ro`` makes the
-connection unable to write; opening a fresh connection per read (no transaction left
-open) means each read sees the latest committed state.
+connection unable to write. Each read takes every table inside one read transaction
+(a consistent cut) on a fresh connection it then closes, so no transaction is left
+open to pin a stale view and the next read sees the latest commit.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ class NotesOracle:
 
     def connect(self) -> sqlite3.Connection:
         """The only way this oracle opens the database: read-only, and never creating it."""
-        conn = sqlite3.connect(f"{self._path.as_uri()}?mode=ro", uri=True, timeout=5.0)
+        conn = sqlite3.connect(
+            f"{self._path.as_uri()}?mode=ro", uri=True, timeout=5.0, isolation_level=None
+        )
         conn.row_factory = sqlite3.Row
         return conn
 
     def _read(self) -> dict[str, tuple[Row, ...]]:
         conn = self.connect()
         try:
+            conn.execute("BEGIN")  # one read transaction: every table from the same commit
             names = [
                 r[0]
                 for r in conn.execute(
@@ -40,6 +44,7 @@ class NotesOracle:
                 tables[name] = tuple(
                     dict(r) for r in conn.execute(f"SELECT * FROM {quoted} ORDER BY rowid")
                 )
+            conn.execute("COMMIT")
             return tables
         finally:
             conn.close()
