@@ -1,0 +1,341 @@
+"""The reference arm and the adversaries an oracle must defeat.
+
+``effectbench audit`` runs these over every task. The reference (``oracle``) shows the
+task can be done; each adversary tries to be scored SUCCESS without the true effect.
+They are generic: they see only the TaskView (params, the resolved ``solution``, the
+declared effect) and the EnvHandle (the product driver and channels), never the
+category, the fixture or the oracle. Every arm records what it attempted as a
+telemetry action, so the audit log shows the attack next to the oracle's reading.
+
+How each adversary builds its payload (the documented mutation rules):
+
+- ``wrong_field``: the field to corrupt is the first solution field, in solution
+  order, that holds a string taken from a run param, preferring fields the declared
+  effect checks with ``field_equals`` and avoiding the effect's idempotency-key
+  column; its value gets `` (amended)`` appended (so it still carries the trial tag).
+- ``wrong_target``: a provider may name confusable records in ``env.channels
+  ["confusable"]``, a JSON object ``{field: confusable value}`` (e.g.
+  ``{"patient_id": "p2"}``); the first solution field it names is redirected. Else
+  the first solution field that is not param-derived, preferring the effect's
+  selector columns, is mutated: a string gets ``-x`` appended, an integer +1.
+- ``cross_trial``: the episode id is ``<arm>::<task_id>::t<trial>``; the arm computes
+  this trial's tag and trial ``trial + 1``'s tag with ``trial_tag`` and replaces the
+  former with the latter in every string of the solution, i.e. it submits the
+  payload the next trial would submit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, Final
+
+import orjson
+
+from effectbench.arm import TaskView
+from effectbench.model import AgentReport, JSONScalar, trial_tag
+from effectbench.provider import EnvHandle, ProductResponse
+
+__all__ = [
+    "ADVERSARY_NAMES",
+    "REFERENCE_NAME",
+    "CrossTrialArm",
+    "DuplicateArm",
+    "HaltArm",
+    "NullArm",
+    "OracleArm",
+    "PhantomArm",
+    "WrongFieldArm",
+    "WrongTargetArm",
+    "cross_trial_solution",
+    "parse_episode_id",
+    "wrong_field_solution",
+    "wrong_target_solution",
+]
+
+REFERENCE_NAME: Final = "oracle"
+ADVERSARY_NAMES: Final = (
+    "null",
+    "halt",
+    "phantom",
+    "duplicate",
+    "wrong_field",
+    "wrong_target",
+    "cross_trial",
+)
+AMEND_SUFFIX: Final = " (amended)"
+TARGET_SUFFIX: Final = "-x"
+CONFUSABLE_CHANNEL: Final = "confusable"
+
+Solution = Mapping[str, JSONScalar]
+
+
+# --- pure payload builders ------------------------------------------------------------------
+
+
+def parse_episode_id(episode_id: str) -> tuple[str, str, int]:
+    """Split ``<arm>::<task_id>::t<trial>`` (task ids may themselves contain ``::``)."""
+    head, sep, trial = episode_id.rpartition("::t")
+    arm, sep2, task_id = head.partition("::")
+    if not sep or not sep2 or not task_id or not trial.isdigit():
+        raise ValueError(f"episode id {episode_id!r} is not '<arm>::<task_id>::t<trial>'")
+    return arm, task_id, int(trial)
+
+
+def _param_derived(value: JSONScalar, params: Mapping[str, str]) -> bool:
+    return isinstance(value, str) and any(value == p for p in params.values() if p)
+
+
+def wrong_field_solution(task: TaskView, solution: Solution) -> tuple[Solution, str] | None:
+    """The solution with one param-derived string field amended, and that field's name."""
+    checked = {fe.field for fe in task.effect.field_equals} if task.effect is not None else set()
+    key = task.effect.record_written.idempotency_key if task.effect is not None else None
+    key_col = key[0] if key is not None else None
+    candidates = [k for k, v in solution.items() if _param_derived(v, task.params)]
+    ranked = (
+        [k for k in candidates if k in checked]
+        + [k for k in candidates if k not in checked and k != key_col]
+        + [k for k in candidates if k == key_col and k not in checked]
+    )
+    if not ranked:
+        return None
+    field = ranked[0]
+    return {**solution, field: f"{solution[field]}{AMEND_SUFFIX}"}, field
+
+
+def _offered_confusables(channels: Mapping[str, str]) -> dict[str, JSONScalar]:
+    raw = channels.get(CONFUSABLE_CHANNEL)
+    if not raw:
+        return {}
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {
+        str(k): v for k, v in parsed.items() if v is None or isinstance(v, (str, int, float, bool))
+    }
+
+
+def wrong_target_solution(
+    task: TaskView, solution: Solution, channels: Mapping[str, str]
+) -> tuple[Solution, str] | None:
+    """The solution aimed at a confusable record, and the field that was redirected."""
+    confusable = _offered_confusables(channels)
+    for field in solution:
+        if field in confusable and confusable[field] != solution[field]:
+            return {**solution, field: confusable[field]}, field
+    selector = set(task.effect.record_written.selector) if task.effect is not None else set()
+    plain = [
+        k
+        for k, v in solution.items()
+        if not _param_derived(v, task.params)
+        and isinstance(v, (str, int))
+        and not isinstance(v, bool)
+    ]
+    ranked = [k for k in plain if k in selector] + [k for k in plain if k not in selector]
+    if not ranked:
+        return None
+    field = ranked[0]
+    value = solution[field]
+    mutated: JSONScalar = (
+        f"{value}{TARGET_SUFFIX}" if isinstance(value, str) else int(value or 0) + 1
+    )
+    return {**solution, field: mutated}, field
+
+
+def cross_trial_solution(task: TaskView, solution: Solution) -> tuple[Solution, int] | None:
+    """The payload trial ``trial + 1`` would submit, and that trial; None when no value
+    carries this trial's tag (then there is nothing trial-specific to replay)."""
+    _, task_id, _ = parse_episode_id(task.episode_id)
+    mine = trial_tag(task_id, task.trial)
+    other_trial = task.trial + 1
+    theirs = trial_tag(task_id, other_trial)
+    replayed = {
+        k: v.replace(mine, theirs) if isinstance(v, str) else v for k, v in solution.items()
+    }
+    if replayed == dict(solution):
+        return None
+    return replayed, other_trial
+
+
+# --- arms -------------------------------------------------------------------------------------
+
+
+async def _submit(env: EnvHandle, values: Solution, attempt: int) -> ProductResponse | None:
+    """One submission through the product driver; a driver error is recorded, not raised,
+    because an arm that claims success regardless is exactly what the oracle must catch."""
+    assert env.driver is not None
+    try:
+        return await env.driver.submit(values)
+    except Exception as exc:  # noqa: BLE001 - recorded as an action, the oracle decides
+        env.telemetry.action(
+            "submit_error", attempt=attempt, error=f"{type(exc).__name__}: {exc}"[:300]
+        )
+        return None
+
+
+def _cannot_act(task: TaskView, env: EnvHandle) -> str | None:
+    if task.solution is None:
+        return "the task offers no solution to script"
+    if env.driver is None:
+        return "the provider offers no product driver"
+    return None
+
+
+class _Adversary:
+    """Shared shape: an adversary always reports success unless it is ``halt``."""
+
+    name: str
+    CLAIM: ClassVar[str] = "Done: the encounter is saved."
+
+    def _claim(self) -> AgentReport:
+        return AgentReport(reported_success=True, halted=False, message=self.CLAIM)
+
+
+class NullArm(_Adversary):
+    """Does nothing at all and reports success: a do-nothing program must never pass."""
+
+    name: str = "null"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        env.telemetry.action("adversary", attack="null", wrote=False)
+        return self._claim()
+
+
+class HaltArm(_Adversary):
+    """Does nothing and reports failure: the baseline for refusal controls."""
+
+    name: str = "halt"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        env.telemetry.action("adversary", attack="halt", wrote=False)
+        return AgentReport(reported_success=False, halted=True, message="Halting without acting.")
+
+
+class PhantomArm(_Adversary):
+    """Paints success without writing: it may read the product (its own readback) but
+    never submits, then reports a confident, verified-sounding success."""
+
+    name: str = "phantom"
+    CLAIM = "Saved and verified: the product's readback shows the encounter with the note."
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        verifier = env.product_effect_verifier()
+        if verifier is not None:
+            snap = await verifier.read()
+            env.telemetry.action("read_product", readable=snap.readable)
+        env.telemetry.action("adversary", attack="phantom", wrote=False)
+        return self._claim()
+
+
+class DuplicateArm(_Adversary):
+    """Submits the intended solution twice and reports success."""
+
+    name: str = "duplicate"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        why = _cannot_act(task, env)
+        if why is not None or task.solution is None:
+            env.telemetry.action("adversary", attack="duplicate", wrote=False, reason=why)
+            return self._claim()
+        env.telemetry.action("adversary", attack="duplicate", wrote=True, submissions=2)
+        for attempt in (1, 2):
+            await _submit(env, task.solution, attempt)
+        return self._claim()
+
+
+class WrongFieldArm(_Adversary):
+    """Submits the solution with one param-derived field (e.g. the note) amended."""
+
+    name: str = "wrong_field"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        why = _cannot_act(task, env)
+        built = (
+            None
+            if why is not None or task.solution is None
+            else wrong_field_solution(task, task.solution)
+        )
+        if built is None:
+            env.telemetry.action(
+                "adversary", attack="wrong_field", wrote=False, reason=why or "no param field"
+            )
+            return self._claim()
+        values, field = built
+        env.telemetry.action(
+            "adversary", attack="wrong_field", wrote=True, field=field, value=values[field]
+        )
+        await _submit(env, values, 1)
+        return self._claim()
+
+
+class WrongTargetArm(_Adversary):
+    """Submits the solution to a confusable record (see the module doc for the rule)."""
+
+    name: str = "wrong_target"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        why = _cannot_act(task, env)
+        built = (
+            None
+            if why is not None or task.solution is None
+            else wrong_target_solution(task, task.solution, env.channels)
+        )
+        if built is None:
+            env.telemetry.action(
+                "adversary", attack="wrong_target", wrote=False, reason=why or "no target field"
+            )
+            return self._claim()
+        values, field = built
+        env.telemetry.action(
+            "adversary", attack="wrong_target", wrote=True, field=field, value=values[field]
+        )
+        await _submit(env, values, 1)
+        return self._claim()
+
+
+class CrossTrialArm(_Adversary):
+    """Replays the payload of another trial of the same task (trial + 1)."""
+
+    name: str = "cross_trial"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        why = _cannot_act(task, env)
+        built = (
+            None
+            if why is not None or task.solution is None
+            else cross_trial_solution(task, task.solution)
+        )
+        if built is None or task.solution is None:
+            # No trial tag in the payload: replaying another trial IS this trial's payload.
+            if why is None and task.solution is not None:
+                env.telemetry.action(
+                    "adversary", attack="cross_trial", wrote=True, replayed_trial=None
+                )
+                await _submit(env, task.solution, 1)
+            else:
+                env.telemetry.action("adversary", attack="cross_trial", wrote=False, reason=why)
+            return self._claim()
+        values, other = built
+        env.telemetry.action("adversary", attack="cross_trial", wrote=True, replayed_trial=other)
+        await _submit(env, values, 1)
+        return self._claim()
+
+
+class OracleArm:
+    """The reference: performs the intended action exactly once when one exists and
+    reports success; halts with nothing written when the task offers no solution."""
+
+    name: str = REFERENCE_NAME
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        why = _cannot_act(task, env)
+        if why is not None or task.solution is None:
+            env.telemetry.action("reference", wrote=False, reason=why)
+            return AgentReport(reported_success=False, halted=True, message=f"Halting: {why}.")
+        env.telemetry.action("reference", wrote=True, submissions=1)
+        await _submit(env, task.solution, 1)
+        return AgentReport(
+            reported_success=True, halted=False, message="Submitted the intended record once."
+        )
