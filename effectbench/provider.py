@@ -132,3 +132,9 @@ class BenchmarkProvider(Protocol):
     async def stop(self) -> None: ...
 
     async def provision(self, task: TaskSpec, trial: int, params: Mapping[str, str]) -> ProvisionedEpisode: ...
+
+
+class SkipEpisode(Exception):
+    """Raise from ``provision`` to skip an episode on purpose (e.g. a substrate this host
+    lacks). The episode is recorded with failure class ``skipped`` and the message as its
+    reason; it never enters agent denominators and is not an error of anyone's."""

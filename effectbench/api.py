@@ -1,0 +1,314 @@
+"""The Python API, and the one code path every run takes (the CLI calls ``execute`` too).
+
+``evaluate`` scores arms on the MockMed anchor; ``evaluate_provider`` on any provider.
+Both write a run directory (``events.jsonl`` plus the derived artifacts) and return a
+RunResult. The ``*_async`` variants are for callers already inside an event loop.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import orjson
+
+from effectbench.arm import Arm
+from effectbench.plan import Plan, PlanError, ProviderInfo, build_plan, diff_plans
+from effectbench.provider import BenchmarkProvider
+from effectbench.scheduler import (
+    LOG_NAME,
+    Observer,
+    ResumeState,
+    RunOutcome,
+    Scheduler,
+    SchedulerOptions,
+    load_resume_state,
+)
+
+DEFAULT_PROVIDER = "mockmed"
+DEFAULT_ARMS: tuple[str, ...] = ("screen_only", "effect_verified")
+DEFAULT_TRIALS = 10
+DEFAULT_CONCURRENCY = 32
+DEFAULT_ORACLE_RETRIES = 3
+
+
+class RunError(Exception):
+    """A run that cannot start or continue as asked; the message says what to do."""
+
+
+@attrs.frozen
+class RunResult:
+    """A finished (or interrupted) run. ``metrics`` is metrics.json as a dict; ``summary``
+    is summary.md. Both are empty when the run was interrupted (resume it to build them)."""
+
+    run_dir: Path
+    log_path: Path
+    metrics: Mapping[str, Any]
+    summary: str
+    run_id: str = ""
+    interrupted: bool = False
+    outcome: RunOutcome | None = attrs.field(default=None, eq=False, repr=False)
+
+
+ArmLike = Arm | str
+ProviderLike = BenchmarkProvider | str
+
+
+def _distribution_of(obj: object) -> str | None:
+    """The installed distribution that ships ``obj``'s top-level package, if any."""
+    import importlib_metadata
+
+    top = type(obj).__module__.split(".")[0]
+    dists = importlib_metadata.packages_distributions().get(top)
+    return sorted(dists)[0] if dists else None
+
+
+def _resolve_provider(provider: ProviderLike, registry: Any) -> tuple[BenchmarkProvider, str | None]:
+    if isinstance(provider, str):
+        return registry.provider(provider), provider
+    if not isinstance(provider, BenchmarkProvider):
+        raise RunError(f"{provider!r} is not a BenchmarkProvider (needs name, version, tasks, start, stop, provision)")
+    return provider, None
+
+
+def _resolve_arms(arms: Sequence[ArmLike], registry: Any) -> tuple[dict[str, Arm], list[str | None]]:
+    out: dict[str, Arm] = {}
+    refs: list[str | None] = []
+    for item in arms:
+        if isinstance(item, str):
+            arm = registry.arm(item)
+            ref: str | None = item
+        elif isinstance(item, Arm):
+            arm, ref = item, None
+        else:
+            raise RunError(f"{item!r} is not an Arm (needs a name and an async run(task, env))")
+        if arm.name in out:
+            raise RunError(f"arm {arm.name!r} is named twice; give each arm once")
+        out[arm.name] = arm
+        refs.append(ref)
+    return out, refs
+
+
+def _run_id(plan: Plan) -> str:
+    now = _dt.datetime.now(_dt.timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{plan.plan_hash[:8]}"
+
+
+def _prepare_out(out: Path, force: bool) -> None:
+    """Create a fresh run directory; refuse to reuse one that holds anything."""
+    if out.exists() and not out.is_dir():
+        raise RunError(f"--out {out} exists and is not a directory; choose another --out")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise RunError(
+                f"run directory {out} already exists and is not empty; continue it with "
+                f"--resume {out}, choose another --out, or pass --force to replace it"
+            )
+        try:
+            shutil.rmtree(out)
+        except OSError as exc:
+            raise RunError(f"cannot replace {out}: {exc.strerror or exc}") from None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunError(f"cannot create run directory {out}: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise RunError(f"run directory {out} is not writable; choose another --out")
+
+
+def _read_outputs(run_dir: Path) -> tuple[dict[str, Any], str]:
+    metrics_path, summary_path = run_dir / "metrics.json", run_dir / "summary.md"
+    metrics: dict[str, Any] = orjson.loads(metrics_path.read_bytes()) if metrics_path.exists() else {}
+    summary = summary_path.read_text(encoding="utf-8") if summary_path.exists() else ""
+    return metrics, summary
+
+
+def build_outputs(run_dir: Path) -> tuple[dict[str, Any], str]:
+    """Rebuild every derived artifact from events.jsonl and return (metrics, summary)."""
+    from effectbench.artifacts import build_artifacts
+
+    build_artifacts(run_dir)
+    return _read_outputs(run_dir)
+
+
+async def execute(
+    *,
+    provider: ProviderLike | None = None,
+    arms: Sequence[ArmLike] | None = None,
+    trials: int | None = None,
+    task_globs: Sequence[str] | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    out: str | os.PathLike[str] | None = None,
+    resume: str | os.PathLike[str] | None = None,
+    episode_timeout: float | None = None,
+    oracle_retries: int = DEFAULT_ORACLE_RETRIES,
+    oracle_backoff: float = 0.05,
+    force: bool = False,
+    handle_signals: bool = False,
+    observer: Observer | None = None,
+    registry: Any = None,
+    runs_root: str | os.PathLike[str] = "runs",
+) -> RunResult:
+    """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
+    as None is taken from the recorded plan; given ones must match it."""
+    if registry is None:
+        from effectbench.registry import Registry
+
+        registry = Registry()
+    try:
+        options = SchedulerOptions(
+            concurrency=concurrency,
+            episode_timeout=episode_timeout,
+            oracle_retries=oracle_retries,
+            oracle_backoff=oracle_backoff,
+            handle_signals=handle_signals,
+        )
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
+
+    state: ResumeState | None = None
+    if resume is not None:
+        run_dir = Path(resume)
+        if not run_dir.is_dir():
+            raise RunError(f"run directory {run_dir} does not exist; check the path given to --resume")
+        if not (run_dir / LOG_NAME).is_file():
+            raise RunError(f"{run_dir} holds no {LOG_NAME}; it is not a run directory that can be resumed")
+        state = load_resume_state(run_dir / LOG_NAME)
+        recorded = state.plan
+        refs = recorded.get("refs") or {}
+        if provider is None:
+            provider = refs.get("provider") or (recorded.get("provider") or {}).get("name")
+        if arms is None:
+            arm_refs = refs.get("arms") or []
+            arms = [r or n for r, n in zip(arm_refs, recorded.get("arms") or [])] or list(recorded.get("arms") or [])
+        if trials is None:
+            trials = int(recorded.get("trials") or 0)
+        if task_globs is None:
+            task_globs = list(recorded.get("task_globs") or [])
+        if provider is None or not arms:
+            raise RunError(f"{run_dir / LOG_NAME} records no provider or arms; pass --provider and --arm")
+
+    prov, prov_ref = _resolve_provider(provider if provider is not None else DEFAULT_PROVIDER, registry)
+    arm_map, arm_refs_used = _resolve_arms(arms if arms is not None else DEFAULT_ARMS, registry)
+    try:
+        tasks = list(prov.tasks())
+    except Exception as exc:
+        raise RunError(f"provider {prov.name!r} failed to list its tasks: {type(exc).__name__}: {exc}") from None
+    plan = build_plan(
+        ProviderInfo(prov.name, prov.version, _distribution_of(prov)),
+        tasks,
+        list(arm_map),
+        DEFAULT_TRIALS if trials is None else trials,
+        task_globs or (),
+        refs={"provider": prov_ref, "arms": arm_refs_used},
+    )
+
+    if state is not None:
+        run_dir = Path(resume)  # type: ignore[arg-type]
+        if plan.plan_hash != state.plan_hash:
+            diffs = diff_plans(state.plan, plan.identity()) or ["the plan hash differs"]
+            raise RunError(f"refusing to resume {run_dir}: the plan differs ({'; '.join(diffs)})")
+        run_id = state.run_id
+    else:
+        run_id = _run_id(plan)
+        run_dir = Path(out) if out is not None else Path(runs_root) / run_id
+        _prepare_out(run_dir, force)
+
+    scheduler = Scheduler(plan, prov, arm_map, run_dir, run_id=run_id, options=options, observer=observer)
+    outcome = await scheduler.run(state)
+    if outcome.interrupted:
+        return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
+    metrics, summary = await anyio.to_thread.run_sync(build_outputs, run_dir)
+    return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, False, outcome)
+
+
+def _as_list(arm: ArmLike | Sequence[ArmLike]) -> list[ArmLike]:
+    if isinstance(arm, str) or isinstance(arm, Arm):
+        return [arm]
+    return list(arm)
+
+
+async def evaluate_provider_async(
+    arm: ArmLike | Sequence[ArmLike],
+    provider: ProviderLike,
+    *,
+    trials: int = DEFAULT_TRIALS,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    out: str | os.PathLike[str] | None = None,
+    **kw: Any,
+) -> RunResult:
+    """Score one arm (or several) on ``provider`` (an instance or an entry-point name)."""
+    return await execute(provider=provider, arms=_as_list(arm), trials=trials, concurrency=concurrency, out=out, **kw)
+
+
+async def evaluate_async(
+    arm: ArmLike | Sequence[ArmLike],
+    *,
+    trials: int = DEFAULT_TRIALS,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    out: str | os.PathLike[str] | None = None,
+    **kw: Any,
+) -> RunResult:
+    """Score an arm on the MockMed anchor."""
+    return await evaluate_provider_async(arm, DEFAULT_PROVIDER, trials=trials, concurrency=concurrency, out=out, **kw)
+
+
+def _run_sync(fn: Any, *args: Any, **kw: Any) -> RunResult:
+    try:
+        import asyncio
+
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RunError(f"{fn.__name__[:-6]}() cannot run inside a running event loop; await {fn.__name__}(...)")
+    result: RunResult = anyio.run(lambda: fn(*args, **kw))
+    return result
+
+
+def evaluate_provider(
+    arm: ArmLike | Sequence[ArmLike],
+    provider: ProviderLike,
+    *,
+    trials: int = DEFAULT_TRIALS,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    out: str | os.PathLike[str] | None = None,
+    **kw: Any,
+) -> RunResult:
+    """Blocking form of evaluate_provider_async."""
+    return _run_sync(evaluate_provider_async, arm, provider, trials=trials, concurrency=concurrency, out=out, **kw)
+
+
+def evaluate(
+    arm: ArmLike | Sequence[ArmLike],
+    *,
+    trials: int = DEFAULT_TRIALS,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    out: str | os.PathLike[str] | None = None,
+    **kw: Any,
+) -> RunResult:
+    """Blocking form of evaluate_async (MockMed anchor)."""
+    return _run_sync(evaluate_async, arm, trials=trials, concurrency=concurrency, out=out, **kw)
+
+
+__all__ = [
+    "DEFAULT_ARMS",
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_PROVIDER",
+    "DEFAULT_TRIALS",
+    "PlanError",
+    "RunError",
+    "RunResult",
+    "build_outputs",
+    "evaluate",
+    "evaluate_async",
+    "evaluate_provider",
+    "evaluate_provider_async",
+    "execute",
+]

@@ -1,0 +1,251 @@
+"""The plan of a run: which episodes exist, and the hash that says two runs are the same.
+
+A plan is everything that defines the episode set and how it is scored (provider,
+task pack, arms, trials, versions), and nothing about *how* it is executed
+(concurrency, output directory, timeouts). Its hash guards resume: a log is only
+continued by a plan with the same hash, so no episode is ever scored under two
+different definitions.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from effectbench.model import SPEC_VERSION, Effect, TaskSpec, canonical_json, trial_params
+
+PLAN_SCHEMA = "effectbench.plan/1"
+
+
+class PlanError(ValueError):
+    """A run that cannot be planned (no tasks selected, bad trial count); one line for the CLI."""
+
+
+@attrs.frozen
+class ProviderInfo:
+    name: str
+    version: str
+    distribution: str | None = None
+
+
+def default_versions() -> dict[str, str]:
+    """The versions a result depends on: package, spec, scoring and event schema."""
+    from effectbench import __version__
+    from effectbench.events import SCHEMA_ID
+
+    return {
+        "package": __version__,
+        "spec": SPEC_VERSION,
+        "scoring": _scoring_version(),
+        "events_schema": SCHEMA_ID,
+    }
+
+
+def _scoring_version() -> str:
+    for module in ("effectbench.classify", "effectbench.judge"):
+        try:
+            mod = __import__(module, fromlist=["SCORING_VERSION"])
+        except ImportError:
+            continue
+        version = getattr(mod, "SCORING_VERSION", None)
+        if isinstance(version, str):
+            return version
+    return SPEC_VERSION
+
+
+def _task_public(task: TaskSpec) -> dict[str, Any]:
+    from effectbench.codec import converter
+
+    data: dict[str, Any] = converter.unstructure(task)
+    data["effect_hash"] = task.expected_effect.content_hash()
+    return data
+
+
+def pack_fingerprint(tasks: Sequence[TaskSpec]) -> str:
+    """sha256 over every task's fields and effect hash, in plan order."""
+    return hashlib.sha256(canonical_json([_task_public(t) for t in tasks])).hexdigest()
+
+
+@attrs.frozen
+class Plan:
+    provider: ProviderInfo
+    pack_fingerprint: str
+    tasks: tuple[TaskSpec, ...] = attrs.field(converter=tuple)
+    arms: tuple[str, ...] = attrs.field(converter=tuple)
+    trials: int
+    task_globs: tuple[str, ...] = attrs.field(converter=tuple)
+    versions: Mapping[str, str] = attrs.field(converter=lambda m: dict(sorted(m.items())))
+    refs: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
+    """How the provider and arms were named (entry point or module:attribute), so a resume
+    can load the same plugins; recorded, never hashed."""
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        return tuple(t.task_id for t in self.tasks)
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.arms) * len(self.tasks) * self.trials
+
+    def identity(self) -> dict[str, Any]:
+        """What the hash covers: the episode set and scoring, never execution knobs."""
+        return {
+            "schema": PLAN_SCHEMA,
+            "provider": attrs.asdict(self.provider),
+            "pack_fingerprint": self.pack_fingerprint,
+            "task_ids": list(self.task_ids),
+            "arms": list(self.arms),
+            "trials": self.trials,
+            "versions": dict(self.versions),
+        }
+
+    @property
+    def plan_hash(self) -> str:
+        return hashlib.sha256(canonical_json(self.identity())).hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as written into ``run.started``: identity plus the full tasks."""
+        from effectbench.codec import converter
+
+        data = self.identity()
+        data["task_globs"] = list(self.task_globs)
+        data["refs"] = dict(self.refs)
+        data["tasks"] = [converter.unstructure(t) for t in self.tasks]
+        return data
+
+
+def select_tasks(tasks: Sequence[TaskSpec], globs: Sequence[str]) -> tuple[TaskSpec, ...]:
+    """Tasks whose id matches any glob (all when none given), in provider order.
+
+    A glob that selects nothing is an error, so a typo never silently shrinks a run.
+    """
+    if not globs:
+        return tuple(tasks)
+    for pattern in globs:
+        if not any(fnmatch.fnmatchcase(t.task_id, pattern) for t in tasks):
+            ids = ", ".join(t.task_id for t in tasks[:8]) + (", ..." if len(tasks) > 8 else "")
+            raise PlanError(f"--task {pattern!r} selects no task; task ids look like: {ids}")
+    return tuple(t for t in tasks if any(fnmatch.fnmatchcase(t.task_id, p) for p in globs))
+
+
+def build_plan(
+    provider: ProviderInfo,
+    tasks: Sequence[TaskSpec],
+    arms: Sequence[str],
+    trials: int,
+    task_globs: Sequence[str] = (),
+    versions: Mapping[str, str] | None = None,
+    refs: Mapping[str, Any] | None = None,
+) -> Plan:
+    if trials < 1:
+        raise PlanError(f"--trials must be a positive integer, got {trials}")
+    if not arms:
+        raise PlanError("no arm given: name at least one with --arm")
+    if len(set(arms)) != len(arms):
+        raise PlanError(f"an arm is named twice: {', '.join(arms)}")
+    selected = select_tasks(tasks, task_globs)
+    if not selected:
+        raise PlanError(f"provider {provider.name!r} offers no tasks")
+    ids = [t.task_id for t in selected]
+    if len(set(ids)) != len(ids):
+        raise PlanError(f"provider {provider.name!r} lists a task id twice")
+    return Plan(
+        provider=provider,
+        pack_fingerprint=pack_fingerprint(selected),
+        tasks=selected,
+        arms=tuple(arms),
+        trials=trials,
+        task_globs=tuple(task_globs),
+        versions=default_versions() if versions is None else versions,
+        refs={} if refs is None else refs,
+    )
+
+
+@attrs.frozen
+class EpisodeSpec:
+    """One planned episode: (arm, task, trial) with this trial's params and resolved effect."""
+
+    episode_id: str
+    index: int
+    arm: str
+    task: TaskSpec
+    trial: int
+    params: Mapping[str, str]
+    effect: Effect
+
+
+def episode_id(arm: str, task_id: str, trial: int) -> str:
+    return f"{arm}::{task_id}::t{trial}"
+
+
+def episodes(plan: Plan) -> Iterator[EpisodeSpec]:
+    """Every episode in the one deterministic order: for arm, for task, for trial."""
+    resolved: dict[tuple[str, int], tuple[dict[str, str], Effect]] = {}
+    index = 0
+    for arm in plan.arms:
+        for task in plan.tasks:
+            for trial in range(plan.trials):
+                key = (task.task_id, trial)
+                if key not in resolved:
+                    params = trial_params(task, trial)
+                    resolved[key] = (params, task.expected_effect.resolve(params))
+                params, effect = resolved[key]
+                yield EpisodeSpec(episode_id(arm, task.task_id, trial), index, arm, task, trial, params, effect)
+                index += 1
+
+
+def diff_plans(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """What differs between two plan identities, one phrase each, for the resume refusal."""
+    out: list[str] = []
+    a_prov, b_prov = recorded.get("provider") or {}, current.get("provider") or {}
+    for key in ("name", "version", "distribution"):
+        if a_prov.get(key) != b_prov.get(key):
+            out.append(f"provider {key}: recorded {a_prov.get(key)!r}, now {b_prov.get(key)!r}")
+    a_ids, b_ids = list(recorded.get("task_ids") or []), list(current.get("task_ids") or [])
+    if a_ids != b_ids:
+        gone = [t for t in a_ids if t not in b_ids]
+        new = [t for t in b_ids if t not in a_ids]
+        parts = []
+        if gone:
+            parts.append(f"missing now: {_short(gone)}")
+        if new:
+            parts.append(f"new: {_short(new)}")
+        if not parts:
+            parts.append("same ids in a different order")
+        out.append("tasks: " + "; ".join(parts))
+    elif recorded.get("pack_fingerprint") != current.get("pack_fingerprint"):
+        out.append("tasks: same ids but their definitions changed (pack fingerprint differs)")
+    if list(recorded.get("arms") or []) != list(current.get("arms") or []):
+        out.append(f"arms: recorded {', '.join(recorded.get('arms') or [])}, now {', '.join(current.get('arms') or [])}")
+    if recorded.get("trials") != current.get("trials"):
+        out.append(f"trials: recorded {recorded.get('trials')}, now {current.get('trials')}")
+    a_ver, b_ver = recorded.get("versions") or {}, current.get("versions") or {}
+    for key in sorted(set(a_ver) | set(b_ver)):
+        if a_ver.get(key) != b_ver.get(key):
+            out.append(f"{key} version: recorded {a_ver.get(key)!r}, now {b_ver.get(key)!r}")
+    if not out and recorded.get("schema") != current.get("schema"):
+        out.append(f"plan schema: recorded {recorded.get('schema')!r}, now {current.get('schema')!r}")
+    return out
+
+
+def _short(items: list[str]) -> str:
+    return ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+
+
+__all__ = [
+    "EpisodeSpec",
+    "Plan",
+    "PlanError",
+    "ProviderInfo",
+    "build_plan",
+    "default_versions",
+    "diff_plans",
+    "episode_id",
+    "episodes",
+    "pack_fingerprint",
+    "select_tasks",
+]

@@ -1,0 +1,539 @@
+"""Run a plan's episodes concurrently and record every step as an event.
+
+The scheduler writes nothing but events. Each episode runs in its own task under a
+capacity limiter, in plan order; whatever goes wrong inside one episode becomes that
+episode's ``episode.failed`` event with a failure class, and the run goes on. Scoring,
+results and metrics are projections over the log, built after the run.
+
+Failure classes (metrics backlog P0):
+
+- ``agent``: the arm raised, or ran past the per-episode timeout;
+- ``environment``: provisioning, teardown or another provider error;
+- ``evaluation``: the oracle stayed unreadable after its bounded re-reads;
+- ``skipped``: the provider declined the episode on purpose (``SkipEpisode``);
+- ``unknown``: anything else (a harness fault we cannot attribute).
+
+Cancellation (Ctrl-C) is never an episode failure: an interrupted episode simply has
+no terminal event, and resume abandons it and runs it again on a fresh system of record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import attrs
+import orjson
+import structlog
+
+from effectbench.arm import Arm, TaskView
+from effectbench.codec import converter
+from effectbench.events import (
+    ArmAction,
+    ArmStarted,
+    ArmTelemetry,
+    EpisodeAbandoned,
+    EpisodeFailed,
+    EpisodeFinished,
+    EpisodePlanned,
+    EpisodeProvisioned,
+    PostRead,
+    PreSnapshot,
+    Reported,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    TERMINAL_TYPES,
+)
+from effectbench.model import AgentReport, FailureClass, Snapshot, resolve_value
+from effectbench.plan import EpisodeSpec, Plan, episodes
+from effectbench.provider import (
+    BenchmarkProvider,
+    ModelCall,
+    Oracle,
+    ProvisionedEpisode,
+    SkipEpisode,
+    Telemetry,
+)
+
+log = structlog.get_logger("effectbench.scheduler")
+
+LOG_NAME = "events.jsonl"
+
+
+@attrs.frozen
+class SchedulerOptions:
+    """Execution knobs. None of them is part of the plan hash."""
+
+    concurrency: int = 32
+    episode_timeout: float | None = None
+    """Seconds an arm may run before the episode fails as ``agent``; None for no limit."""
+    oracle_retries: int = 3
+    """Re-reads after an unreadable oracle read (so up to 1 + N reads)."""
+    oracle_backoff: float = 0.05
+    """Delay before the first re-read, doubled for each further one."""
+    teardown_timeout: float = 30.0
+    handle_signals: bool = False
+    """Stop gracefully on SIGINT/SIGTERM (only from the main thread; the CLI sets it)."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"--concurrency must be a positive integer, got {self.concurrency}")
+        if self.oracle_retries < 0:
+            raise ValueError(f"--oracle-retries must be >= 0, got {self.oracle_retries}")
+        if self.episode_timeout is not None and not (self.episode_timeout > 0 and math.isfinite(self.episode_timeout)):
+            raise ValueError(f"--episode-timeout must be a positive number of seconds, got {self.episode_timeout}")
+
+
+@attrs.frozen
+class EpisodeOutcome:
+    """What one episode of this session came to, for progress display (not for scoring)."""
+
+    spec: EpisodeSpec
+    failure_class: FailureClass | None
+    report: AgentReport | None = None
+    pre: Snapshot | None = None
+    post: Snapshot | None = None
+
+
+class Observer(Protocol):
+    def run_planned(self, plan: Plan, total: int, already_done: int) -> None: ...
+
+    def episode_done(self, outcome: EpisodeOutcome) -> None: ...
+
+
+@attrs.frozen
+class ResumeState:
+    """What a log says about a run: its plan, which episodes ended, which were cut off."""
+
+    run_id: str
+    plan: Mapping[str, Any]
+    plan_hash: str
+    terminated: frozenset[str]
+    unterminated: tuple[str, ...]
+    torn_tail: bool
+
+
+@attrs.frozen
+class RunOutcome:
+    run_id: str
+    interrupted: bool
+    signal: int | None
+    planned: int
+    kept: int
+    abandoned: int
+    finished: int
+    failed: int
+
+
+class ResumeError(Exception):
+    """A log that cannot be resumed; the message says why, in one line."""
+
+
+def load_resume_state(log_path: Path) -> ResumeState:
+    """Read and verify a log; name the terminated and the started-but-unterminated episodes."""
+    from effectbench.log import read_log
+
+    reader = read_log(log_path, verify=True)
+    started: Mapping[str, Any] | None = None
+    state: dict[str, bool] = {}  # ep -> terminated?
+    for ev in reader:
+        if ev.type == RunStarted.TYPE and started is None:
+            started = ev.data
+            continue
+        ep = ev.ep
+        if ep is None:
+            continue
+        if ev.type == EpisodeAbandoned.TYPE:
+            state.pop(ep, None)
+        elif ev.type in TERMINAL_TYPES:
+            state[ep] = True
+        elif not state.get(ep, False):
+            state[ep] = False
+    if started is None:
+        raise ResumeError(f"{log_path} has no run.started event; it is not a run log that can be resumed")
+    return ResumeState(
+        run_id=str(started["run_id"]),
+        plan=started["plan"],
+        plan_hash=str(started["plan_hash"]),
+        terminated=frozenset(ep for ep, done in state.items() if done),
+        unterminated=tuple(ep for ep, done in state.items() if not done),
+        torn_tail=bool(getattr(reader, "torn_tail", False)),
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line if len(line) <= 500 else line[:497] + "..."
+
+
+def _snapshot_data(snapshot: Snapshot) -> dict[str, Any]:
+    data: dict[str, Any] = converter.unstructure(snapshot)
+    return data
+
+
+def _sum_known(values: Iterable[float | int | None]) -> Any:
+    """Sum when every value is known; None when any is missing (never a partial zero)."""
+    total: float | int = 0
+    any_value = False
+    for v in values:
+        if v is None:
+            return None
+        total += v
+        any_value = True
+    return total if any_value else None
+
+
+def _telemetry_data(calls: Sequence[ModelCall], n_actions: int) -> dict[str, Any]:
+    return {
+        "model_calls": len(calls) if calls else None,
+        "input_tokens": _sum_known(c.input_tokens for c in calls),
+        "output_tokens": _sum_known(c.output_tokens for c in calls),
+        "cost_usd": _sum_known(c.cost_usd for c in calls),
+        "actions": n_actions,
+    }
+
+
+def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """An action's detail as JSON scalars; anything else becomes its repr, so one odd
+    value from an arm cannot break the log writer."""
+    out: dict[str, Any] = {}
+    for k, v in detail.items():
+        out[str(k)] = v if v is None or isinstance(v, (str, int, float, bool)) else repr(v)
+    return out
+
+
+class _Episode(Exception):
+    """Internal: an episode stage failed with a known class."""
+
+    def __init__(self, failure_class: FailureClass, stage: str, error: str) -> None:
+        super().__init__(error)
+        self.failure_class = failure_class
+        self.stage = stage
+        self.error = error
+
+
+class Scheduler:
+    """One run (or one resumed continuation of a run) over one log file."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        provider: BenchmarkProvider,
+        arms: Mapping[str, Arm],
+        run_dir: Path,
+        *,
+        run_id: str,
+        options: SchedulerOptions = SchedulerOptions(),
+        observer: Observer | None = None,
+    ) -> None:
+        missing = [a for a in plan.arms if a not in arms]
+        if missing:
+            raise ValueError(f"no arm instance for {', '.join(missing)}")
+        self.plan = plan
+        self.provider = provider
+        self.arms = arms
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.options = options
+        self.observer = observer
+        self._emit: Callable[[str, Mapping[str, Any], str | None], Awaitable[None]] | None = None
+        self._finished = 0
+        self._failed = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / LOG_NAME
+
+    async def run(self, resume: ResumeState | None = None) -> RunOutcome:
+        from effectbench.log import open_log_writer
+
+        all_specs = list(episodes(self.plan))
+        kept = resume.terminated if resume else frozenset()
+        abandoned = resume.unterminated if resume else ()
+        pending = [s for s in all_specs if s.episode_id not in kept]
+        interrupted = False
+        caught: list[int] = []
+
+        async with open_log_writer(self.log_path, append=resume is not None) as writer:
+            emit = writer.emit
+            self._emit = emit
+            if resume is None:
+                await emit(
+                    RunStarted.TYPE,
+                    {
+                        "run_id": self.run_id,
+                        "plan": self.plan.to_json(),
+                        "plan_hash": self.plan.plan_hash,
+                        "versions": dict(self.plan.versions),
+                        "concurrency": self.options.concurrency,
+                    },
+                )
+            else:
+                for ep in abandoned:
+                    await emit(
+                        EpisodeAbandoned.TYPE,
+                        {"reason": "started before an interruption without a terminal event; run again"},
+                        ep,
+                    )
+                await emit(
+                    RunResumed.TYPE,
+                    {
+                        "plan_hash": self.plan.plan_hash,
+                        "kept": len(kept),
+                        "abandoned": len(abandoned),
+                        "concurrency": self.options.concurrency,
+                    },
+                )
+            if self.observer is not None:
+                self.observer.run_planned(self.plan, len(all_specs), len(all_specs) - len(pending))
+            log.info("run.start", run_id=self.run_id, pending=len(pending), kept=len(kept), abandoned=len(abandoned))
+
+            try:
+                async with anyio.create_task_group() as outer:
+                    with anyio.CancelScope() as work:
+                        if self.options.handle_signals:
+                            outer.start_soon(self._watch_signals, work, caught)
+                        await self._run_all(pending)
+                    interrupted = work.cancel_called
+                    outer.cancel_scope.cancel()
+            except BaseException:
+                interrupted = True
+                raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await emit(
+                        RunFinished.TYPE,
+                        {
+                            "interrupted": interrupted,
+                            "episodes_finished": self._finished,
+                            "episodes_failed": self._failed,
+                        },
+                    )
+                self._emit = None
+        log.info("run.end", run_id=self.run_id, interrupted=interrupted, finished=self._finished, failed=self._failed)
+        return RunOutcome(
+            run_id=self.run_id,
+            interrupted=interrupted,
+            signal=caught[0] if caught else None,
+            planned=len(all_specs),
+            kept=len(kept),
+            abandoned=len(abandoned),
+            finished=self._finished,
+            failed=self._failed,
+        )
+
+    async def _watch_signals(self, work: anyio.CancelScope, caught: list[int]) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                if not caught:
+                    caught.append(int(signum))
+                    log.warning("run.interrupt", signal=signal.Signals(signum).name)
+                    work.cancel()
+                # later signals: already stopping; keep the handler so the log closes cleanly
+
+    async def _run_all(self, pending: Sequence[EpisodeSpec]) -> None:
+        await self.provider.start()
+        try:
+            if pending:
+                limiter = anyio.CapacityLimiter(self.options.concurrency)
+                async with anyio.create_task_group() as tg:
+                    for spec in pending:
+                        token = object()  # a cheap unique borrower (specs hash by value, slowly)
+                        await limiter.acquire_on_behalf_of(token)
+                        tg.start_soon(self._episode_slot, spec, limiter, token)
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.provider.stop()
+                except Exception as exc:  # a stop failure must not hide the run's own result
+                    log.error("provider.stop_failed", error=_one_line(exc))
+
+    async def _episode_slot(self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object) -> None:
+        try:
+            await self._episode(spec)
+        finally:
+            limiter.release_on_behalf_of(token)
+
+    def _planned_data(self, spec: EpisodeSpec) -> dict[str, Any]:
+        task = spec.task
+        effect = converter.unstructure(spec.effect)
+        return {
+            "arm": spec.arm,
+            "task_id": task.task_id,
+            "trial": spec.trial,
+            "params": dict(spec.params),
+            "category": task.category.value,
+            "substrate": task.substrate.value,
+            "split": task.split.value,
+            "reversible": task.reversible,
+            "effect_declared": task.effect_declared,
+            "correct_action_available": task.correct_action_available,
+            "effect": effect,
+            # the same bytes Effect.content_hash() hashes, without unstructuring twice
+            "effect_hash": hashlib.sha256(orjson.dumps(effect, option=orjson.OPT_SORT_KEYS)).hexdigest(),
+        }
+
+    async def _episode(self, spec: EpisodeSpec) -> None:
+        emit = self._emit
+        assert emit is not None
+        ep = spec.episode_id
+        await emit(EpisodePlanned.TYPE, self._planned_data(spec), ep)
+        outcome = EpisodeOutcome(spec, FailureClass.UNKNOWN)
+        failure: _Episode | None = None
+        provisioned: ProvisionedEpisode | None = None
+        try:
+            provisioned = await self._provision(spec)
+            outcome = await self._drive(spec, provisioned)
+        except _Episode as exc:
+            failure = exc
+        except Exception as exc:  # a harness fault: never stop the run for it
+            failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
+        finally:
+            if provisioned is not None:
+                teardown_error = await self._teardown(provisioned)
+                if teardown_error is not None and failure is None:
+                    failure = _Episode(FailureClass.ENVIRONMENT, "teardown", teardown_error)
+        if failure is None:
+            await emit(EpisodeFinished.TYPE, {}, ep)
+            self._finished += 1
+        else:
+            await emit(
+                EpisodeFailed.TYPE,
+                {"failure_class": failure.failure_class.value, "stage": failure.stage, "error": failure.error},
+                ep,
+            )
+            self._failed += 1
+            outcome = attrs.evolve(outcome, failure_class=failure.failure_class)
+        if self.observer is not None:
+            self.observer.episode_done(outcome)
+
+    async def _provision(self, spec: EpisodeSpec) -> ProvisionedEpisode:
+        emit = self._emit
+        assert emit is not None
+        t0 = time.perf_counter()
+        try:
+            provisioned = await self.provider.provision(spec.task, spec.trial, spec.params)
+        except SkipEpisode as exc:
+            raise _Episode(FailureClass.SKIPPED, "provision", _one_line(exc)) from exc
+        except Exception as exc:
+            raise _Episode(FailureClass.ENVIRONMENT, "provision", _one_line(exc)) from exc
+        if not isinstance(provisioned, ProvisionedEpisode):
+            raise _Episode(
+                FailureClass.ENVIRONMENT,
+                "provision",
+                f"provider returned {type(provisioned).__name__}, not a ProvisionedEpisode",
+            )
+        await emit(EpisodeProvisioned.TYPE, {"setup_ms": (time.perf_counter() - t0) * 1000.0}, spec.episode_id)
+        return provisioned
+
+    async def _teardown(self, provisioned: ProvisionedEpisode) -> str | None:
+        with anyio.CancelScope(shield=True):
+            try:
+                with anyio.fail_after(self.options.teardown_timeout):
+                    await provisioned.teardown()
+            except Exception as exc:
+                return _one_line(exc)
+        return None
+
+    async def _read_oracle(self, oracle: Oracle, spec: EpisodeSpec, type_: str, stage: str) -> Snapshot:
+        """Read until readable or out of re-reads; every attempt is an event."""
+        emit = self._emit
+        assert emit is not None
+        attempts = 1 + self.options.oracle_retries
+        snapshot = Snapshot.unreadable("not read")
+        for attempt in range(attempts):
+            if attempt:
+                await anyio.sleep(self.options.oracle_backoff * (2 ** (attempt - 1)))
+            try:
+                snapshot = await oracle.read()
+                if not isinstance(snapshot, Snapshot):
+                    snapshot = Snapshot.unreadable(f"oracle returned {type(snapshot).__name__}, not a Snapshot")
+            except Exception as exc:  # the protocol says return unreadable; treat a raise the same way
+                snapshot = Snapshot.unreadable(_one_line(exc))
+            await emit(type_, {"attempt": attempt, "snapshot": _snapshot_data(snapshot)}, spec.episode_id)
+            if snapshot.readable:
+                return snapshot
+        raise _Episode(
+            FailureClass.EVALUATION,
+            stage,
+            f"oracle unreadable after {attempts} read(s): {snapshot.error or 'no reason given'}",
+        )
+
+    async def _drive(self, spec: EpisodeSpec, provisioned: ProvisionedEpisode) -> EpisodeOutcome:
+        emit = self._emit
+        assert emit is not None
+        ep = spec.episode_id
+        pre = await self._read_oracle(provisioned.oracle, spec, PreSnapshot.TYPE, "pre_snapshot")
+
+        arm = self.arms[spec.arm]
+        env = provisioned.env
+        telemetry: Telemetry = env.telemetry
+        task = spec.task
+        solution = task.solution
+        view = TaskView(
+            episode_id=ep,
+            goal=task.goal,
+            substrate=task.substrate,
+            params=spec.params,
+            effect=spec.effect if task.effect_declared else None,
+            solution=None if solution is None else {k: resolve_value(v, spec.params) for k, v in solution.items()},
+            trial=spec.trial,
+        )
+        await emit(ArmStarted.TYPE, {}, ep)
+        t0 = time.perf_counter()
+        arm_error: str | None = None
+        report: Any = None
+        try:
+            timeout = self.options.episode_timeout
+            if timeout is None:
+                report = await arm.run(view, env)
+            else:
+                with anyio.fail_after(timeout):
+                    report = await arm.run(view, env)
+        except TimeoutError:
+            arm_error = f"arm {spec.arm!r} ran past the episode timeout of {self.options.episode_timeout:g}s"
+        except Exception as exc:
+            arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
+        wall_ms = (time.perf_counter() - t0) * 1000.0
+        if arm_error is None and not isinstance(report, AgentReport):
+            arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"
+
+        for action in list(telemetry.actions):
+            await emit(ArmAction.TYPE, {"kind": str(action.kind), "detail": _json_safe(action.detail)}, ep)
+        await emit(ArmTelemetry.TYPE, _telemetry_data(list(telemetry.model_calls), len(telemetry.actions)), ep)
+        if arm_error is not None:
+            raise _Episode(FailureClass.AGENT, "arm", arm_error)
+        assert isinstance(report, AgentReport)
+        await emit(
+            Reported.TYPE,
+            {
+                "reported_success": bool(report.reported_success),
+                "halted": bool(report.halted),
+                "message": str(report.message),
+                "wall_ms": wall_ms,
+            },
+            ep,
+        )
+        post = await self._read_oracle(provisioned.oracle, spec, PostRead.TYPE, "post_read")
+        return EpisodeOutcome(spec, None, report, pre, post)
+
+
+__all__ = [
+    "EpisodeOutcome",
+    "LOG_NAME",
+    "Observer",
+    "ResumeError",
+    "ResumeState",
+    "RunOutcome",
+    "Scheduler",
+    "SchedulerOptions",
+    "load_resume_state",
+]
