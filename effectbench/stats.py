@@ -120,7 +120,9 @@ def clustered_mean(
     return MeanInterval(m, se, _clamped(m, se, z, *bounds), len(cl), n, "miller2024_clustered")
 
 
-def task_level_mean(values: Sequence[float], z: float = Z95, bounds: Interval = (0.0, 1.0)) -> MeanInterval:
+def task_level_mean(
+    values: Sequence[float], z: float = Z95, bounds: Interval = (0.0, 1.0)
+) -> MeanInterval:
     """Mean over tasks with a task-level CLT interval (sd with ddof 1 / sqrt(T)).
 
     Used for per-task estimators (unbiased pass@k, pass^k) whose unit is the task.

@@ -136,7 +136,10 @@ def test_clustered_se_miller_vector() -> None:
     flat = [x for t in tasks for x in t]
     naive = clustered_mean((1, float(x), float(x)) for x in flat)
     assert naive.se is not None and round(naive.se, 6) == 0.133333
-    assert naive.ci95 is not None and (round(naive.ci95[0], 6), round(naive.ci95[1], 6)) == (0.272005, 0.794662)
+    assert naive.ci95 is not None and (round(naive.ci95[0], 6), round(naive.ci95[1], 6)) == (
+        0.272005,
+        0.794662,
+    )
 
 
 def test_task_level_clt_vector() -> None:
@@ -165,7 +168,9 @@ NEWCOMBE_INDEPENDENT = [
 
 
 @pytest.mark.parametrize(("k1", "n1", "k2", "n2", "diff", "lo", "hi"), NEWCOMBE_INDEPENDENT)
-def test_newcombe_independent_vectors(k1: int, n1: int, k2: int, n2: int, diff: float, lo: float, hi: float) -> None:
+def test_newcombe_independent_vectors(
+    k1: int, n1: int, k2: int, n2: int, diff: float, lo: float, hi: float
+) -> None:
     ci = newcombe_independent(k1, n1, k2, n2)
     assert ci is not None
     assert round(k1 / n1 - k2 / n2, 6) == diff
@@ -182,7 +187,9 @@ NEWCOMBE_PAIRED = [
 
 
 @pytest.mark.parametrize(("a", "b", "c", "d", "diff", "lo", "hi"), NEWCOMBE_PAIRED)
-def test_newcombe_paired_vectors(a: int, b: int, c: int, d: int, diff: float, lo: float, hi: float) -> None:
+def test_newcombe_paired_vectors(
+    a: int, b: int, c: int, d: int, diff: float, lo: float, hi: float
+) -> None:
     ci = newcombe_paired(a, b, c, d)
     assert ci is not None
     assert round((b - c) / (a + b + c + d), 6) == diff
@@ -199,7 +206,12 @@ def test_paired_interval_is_not_the_independent_one() -> None:
 
 @pytest.mark.parametrize(
     ("b", "c", "exact", "mid"),
-    [(10, 2, 0.038574, 0.022461), (14, 0, 0.000122, 6.1e-05), (5, 5, 1.0, 1.0), (3, 1, 0.625, 0.375)],
+    [
+        (10, 2, 0.038574, 0.022461),
+        (14, 0, 0.000122, 6.1e-05),
+        (5, 5, 1.0, 1.0),
+        (3, 1, 0.625, 0.375),
+    ],
 )
 def test_mcnemar_vectors(b: int, c: int, exact: float, mid: float) -> None:
     res = mcnemar(b, c)
