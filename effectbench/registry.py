@@ -165,7 +165,7 @@ def instantiate(obj: object, protocol: type, label: str) -> Any:
     if isinstance(obj, type) or (callable(obj) and not isinstance(obj, protocol)):
         try:
             obj = obj()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a plugin must not end the process
             reason = f"calling it with no arguments failed: {_one_line(exc)}"
             raise PluginError(f"{label}: {reason}", reason) from exc
     gaps = missing_members(obj, protocol)
@@ -279,7 +279,7 @@ class Registry:
             raise PluginError(f"{_describe(info)} {reason}", reason)
         try:
             obj = _import_ref(info.value)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a plugin must not end the process
             reason = f"failed to load: {_one_line(exc)}"
             raise PluginError(f"{_describe(info)} {reason}", reason) from exc
         self._loaded[info.value] = obj

@@ -262,6 +262,17 @@ def test_duplicate_names_warn_and_the_first_on_the_path_wins(
     assert "hidden by goodplug" in format_plugin_table([shadowed])
 
 
+def test_a_plugin_that_exits_at_import_is_a_failed_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mod = f"exiter_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{mod}.py").write_text("import sys\nsys.exit(3)\n")
+    write_dist(tmp_path, "exiter", "1.0", {ARMS: {"exiter": f"{mod}:Arm"}})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    [result] = Registry(paths=[str(tmp_path)]).load_all(ARMS)
+    assert (result.status, result.error) == ("failed", "failed to load: SystemExit: 3")
+
+
 def test_unknown_group_is_refused() -> None:
     with pytest.raises(PluginError, match="unknown plugin group"):
         Registry().list("effectbench.providerz")
