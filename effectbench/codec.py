@@ -85,6 +85,16 @@ def _make_converter() -> cattrs.Converter:
         FieldEquals, lambda d, _: FieldEquals(field=d.get("field", ""), expected=_structure_value(d["expected"], None))
     )
 
+    def structure_effect(d: Mapping[str, Any], _: Any) -> Effect:
+        # Explicit, so an InvalidSpec from a clause reaches the user as itself, not
+        # wrapped in a cattrs exception group.
+        return Effect(
+            record_written=structure_rw(d["record_written"], RecordWritten),
+            field_equals=tuple(c.structure(f, FieldEquals) for f in d.get("field_equals") or ()),
+        )
+
+    c.register_structure_hook(Effect, structure_effect)
+
     def unstructure_task(t: TaskSpec) -> dict[str, Any]:
         d = {a.name: c.unstructure(getattr(t, a.name)) for a in TaskSpec.__attrs_attrs__}  # type: ignore[attr-defined]
         d["solution"] = None if t.solution is None else _unstructure_values(t.solution)

@@ -210,7 +210,7 @@ _TRIAL_SUFFIX = re.compile(r"::t\d")
 """Forbidden inside a task id: it would read as the '::t<trial>' of an episode id.
 (Only a digit after '::t' clashes, so ids such as 'mockmed::timeout' stay valid.)"""
 
-_STEP_LIST = re.compile(r"(?m)^\s*(?:\d+[.)]|step\s+\d+\b)")
+_STEP_LIST = re.compile(r"(?mi)^\s*(?:\d+[.)]|step\s+\d+\b)")
 
 
 def _check_goal(instance: Any, attribute: Any, value: str) -> None:
