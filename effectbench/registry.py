@@ -274,11 +274,12 @@ class Registry:
     def _load_target(self, info: PluginInfo) -> object:
         if info.value in self._loaded:
             return self._loaded[info.value]
-        if not _REF.match(info.value):
+        ref = info.value.partition("[")[0].strip()  # entry points may carry "[extras]"
+        if not _REF.match(ref):
             reason = "is not a 'module:attribute' reference"
             raise PluginError(f"{_describe(info)} {reason}", reason)
         try:
-            obj = _import_ref(info.value)
+            obj = _import_ref(ref)
         except (Exception, SystemExit) as exc:  # a plugin must not end the process
             reason = f"failed to load: {_one_line(exc)}"
             raise PluginError(f"{_describe(info)} {reason}", reason) from exc

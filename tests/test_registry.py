@@ -112,7 +112,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str, st
         "0.2",
         {
             PROVIDERS: {"goodplug": f"{good}:GoodProvider", "halfplug": f"{good}:HalfProvider"},
-            ARMS: {"echo": f"{good}:EchoArm"},
+            ARMS: {"echo": f"{good}:EchoArm [fast]", "nomodule": "justaname"},
         },
     )
     write_dist(d, "brokenplug", "0.1", {PROVIDERS: {"brokenplug": f"{broken}:Provider"}})
@@ -146,8 +146,12 @@ def test_loading_one_imports_only_that_one(site: tuple[Path, str, str]) -> None:
     assert reg.provider("goodplug") is not provider, (
         "a class entry point gives a fresh provider per request"
     )
-    arm = reg.arm("echo")
+    arm = reg.arm("echo")  # declared with an "[extras]" suffix
     assert isinstance(arm, Arm) and arm.name == "echo"
+    with pytest.raises(
+        PluginError, match="entry point justaname\\) is not a 'module:attribute' reference"
+    ):
+        reg.arm("nomodule")
 
 
 def test_broken_plugins_are_failed_rows_and_the_others_still_load(
