@@ -1,1 +1,91 @@
+"""EffectBench: score what automation agents really did to the system of record.
+
+The package root stays import-light (``effectbench --version`` imports only this and
+click); the public API is re-exported lazily from its modules on first access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "evaluate": "effectbench.api",
+    "evaluate_async": "effectbench.api",
+    "evaluate_provider": "effectbench.api",
+    "evaluate_provider_async": "effectbench.api",
+    "RunResult": "effectbench.api",
+    "RunError": "effectbench.api",
+    "Arm": "effectbench.arm",
+    "TaskView": "effectbench.arm",
+    "BenchmarkProvider": "effectbench.provider",
+    "EnvHandle": "effectbench.provider",
+    "Oracle": "effectbench.provider",
+    "ProductDriver": "effectbench.provider",
+    "ProductResponse": "effectbench.provider",
+    "ProductVerifier": "effectbench.provider",
+    "ProvisionedEpisode": "effectbench.provider",
+    "SkipEpisode": "effectbench.provider",
+    "Telemetry": "effectbench.provider",
+    "ModelCall": "effectbench.provider",
+    "AgentReport": "effectbench.model",
+    "Effect": "effectbench.model",
+    "FieldEquals": "effectbench.model",
+    "OracleSpec": "effectbench.model",
+    "ParamRef": "effectbench.model",
+    "RecordWritten": "effectbench.model",
+    "Snapshot": "effectbench.model",
+    "TaskSpec": "effectbench.model",
+}
+
+if TYPE_CHECKING:
+    from effectbench.api import (
+        RunError,
+        RunResult,
+        evaluate,
+        evaluate_async,
+        evaluate_provider,
+        evaluate_provider_async,
+    )
+    from effectbench.arm import Arm, TaskView
+    from effectbench.model import (
+        AgentReport,
+        Effect,
+        FieldEquals,
+        OracleSpec,
+        ParamRef,
+        RecordWritten,
+        Snapshot,
+        TaskSpec,
+    )
+    from effectbench.provider import (
+        BenchmarkProvider,
+        EnvHandle,
+        ModelCall,
+        Oracle,
+        ProductDriver,
+        ProductResponse,
+        ProductVerifier,
+        ProvisionedEpisode,
+        SkipEpisode,
+        Telemetry,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'effectbench' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+__all__ = ["__version__", *_LAZY]

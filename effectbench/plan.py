@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -70,15 +70,27 @@ def pack_fingerprint(tasks: Sequence[TaskSpec]) -> str:
     return hashlib.sha256(canonical_json([_task_public(t) for t in tasks])).hexdigest()
 
 
+def _sorted_map(m: Mapping[str, str]) -> dict[str, str]:
+    return dict(sorted(m.items()))
+
+
+def _str_tuple(v: Iterable[str]) -> tuple[str, ...]:
+    return tuple(v)
+
+
+def _task_tuple(v: Iterable[TaskSpec]) -> tuple[TaskSpec, ...]:
+    return tuple(v)
+
+
 @attrs.frozen
 class Plan:
     provider: ProviderInfo
     pack_fingerprint: str
-    tasks: tuple[TaskSpec, ...] = attrs.field(converter=tuple)
-    arms: tuple[str, ...] = attrs.field(converter=tuple)
+    tasks: tuple[TaskSpec, ...] = attrs.field(converter=_task_tuple)
+    arms: tuple[str, ...] = attrs.field(converter=_str_tuple)
     trials: int
-    task_globs: tuple[str, ...] = attrs.field(converter=tuple)
-    versions: Mapping[str, str] = attrs.field(converter=lambda m: dict(sorted(m.items())))
+    task_globs: tuple[str, ...] = attrs.field(converter=_str_tuple)
+    versions: Mapping[str, str] = attrs.field(converter=_sorted_map)
     refs: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
     """How the provider and arms were named (entry point or module:attribute), so a resume
     can load the same plugins; recorded, never hashed."""

@@ -1,0 +1,347 @@
+"""The ``effectbench`` command.
+
+Imports nothing heavy at module level (``effectbench --version`` must stay fast): every
+command imports what it needs when it runs. User errors print one line on stderr and
+exit with code 2; a traceback appears only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from effectbench import __version__
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class _Settings:
+    def __init__(self, log_format: str, verbosity: int, debug: bool) -> None:
+        self.log_format = log_format
+        self.verbosity = verbosity
+        self.debug = debug
+
+
+def _fail(message: str) -> NoReturn:
+    raise click.UsageError(message)
+
+
+def _out(text: str) -> None:
+    click.echo(text)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="effectbench", message="%(prog)s %(version)s")
+@click.option(
+    "--log-format",
+    type=click.Choice(["console", "json"]),
+    default="console",
+    show_default=True,
+    help="Format of diagnostics on stderr.",
+)
+@click.option("-v", "--verbose", count=True, help="More diagnostics (-v info, -vv debug).")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, log_format: str, verbose: int, debug: bool) -> None:
+    """Score what automation agents really did to the system of record."""
+    from effectbench._logging import configure
+
+    configure("json" if log_format == "json" else "console", verbosity=2 if debug else verbose)
+    ctx.obj = _Settings(log_format, verbose, debug)
+
+
+def _positive_int(name: str) -> Any:
+    def check(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise click.BadParameter(f"must be a positive integer, got {value}", param_hint=name)
+        return value
+
+    return check
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)
+
+
+@cli.command()
+@click.option("--provider", default="mockmed", show_default=True, help="Provider entry point or module:attribute.")
+@click.option("--arm", "arms", multiple=True, help="Arm entry point or module:attribute (repeat for several). "
+              "[default: screen_only, effect_verified]")
+@click.option("--trials", type=int, default=10, show_default=True, callback=_positive_int("--trials"))
+@click.option("--concurrency", type=int, default=32, show_default=True, callback=_positive_int("--concurrency"))
+@click.option("--task", "tasks", multiple=True, metavar="GLOB", help="Only tasks whose id matches (repeatable).")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory. [default: runs/<run-id>/]")
+@click.option("--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
+              help="Continue an interrupted run in RUN_DIR (same plan required).")
+@click.option("--episode-timeout", type=float, metavar="S", help="Seconds an arm may take per episode.")
+@click.option("--oracle-retries", type=int, default=3, show_default=True,
+              help="Re-reads of an unreadable oracle, with exponential backoff.")
+@click.option("--force", is_flag=True, help="Replace an existing run directory given with --out.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@click.pass_context
+def run(
+    ctx: click.Context,
+    provider: str,
+    arms: tuple[str, ...],
+    trials: int,
+    concurrency: int,
+    tasks: tuple[str, ...],
+    out: Path | None,
+    resume: Path | None,
+    episode_timeout: float | None,
+    oracle_retries: int,
+    force: bool,
+    quiet: bool,
+) -> int:
+    """Run arms on a provider's tasks and score them."""
+    if episode_timeout is not None and not episode_timeout > 0:
+        _fail(f"--episode-timeout must be a positive number of seconds, got {episode_timeout}")
+    if oracle_retries < 0:
+        _fail(f"--oracle-retries must be >= 0, got {oracle_retries}")
+    if resume is not None and out is not None:
+        _fail("--resume continues the run in its own directory; drop --out")
+    if resume is not None and force:
+        _fail("--force replaces a run directory and cannot be combined with --resume")
+    if resume is None:
+        kwargs: dict[str, Any] = {
+            "provider": provider,
+            "arms": list(arms) or None,
+            "trials": trials,
+            "task_globs": list(tasks),
+        }
+    else:  # options not given on this command line come from the recorded plan
+        kwargs = {
+            "provider": provider if _given(ctx, "provider") else None,
+            "arms": list(arms) or None,
+            "trials": trials if _given(ctx, "trials") else None,
+            "task_globs": list(tasks) or None,
+        }
+    return _execute(
+        ctx,
+        quiet=quiet,
+        concurrency=concurrency,
+        out=out,
+        resume=resume,
+        episode_timeout=episode_timeout,
+        oracle_retries=oracle_retries,
+        force=force,
+        **kwargs,
+    )
+
+
+def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
+    """Run through the API's code path with a progress display and signal handling."""
+    import anyio
+
+    from effectbench.api import DEFAULT_ARMS, execute
+    from effectbench.console import format_headline, make_progress
+
+    if kwargs.get("arms") is None and kwargs.get("resume") is None:
+        kwargs["arms"] = list(DEFAULT_ARMS)
+    progress = make_progress(sys.stderr, quiet=quiet)
+    try:
+        result = anyio.run(lambda: execute(handle_signals=True, observer=progress, **kwargs))
+    finally:
+        if progress is not None:
+            progress.close()
+    if result.interrupted:
+        click.echo(
+            f"interrupted; the log is intact. Continue with: effectbench run --resume {result.run_dir}",
+            err=True,
+        )
+        signum = result.outcome.signal if result.outcome is not None else None
+        return 128 + signum if signum else EXIT_INTERRUPTED
+    _out(format_headline(result.metrics))
+    _out(f"run directory: {result.run_dir}")
+    return 0
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+def rescore(run_dir: Path) -> int:
+    """Rebuild every derived artifact of RUN_DIR from its events.jsonl alone."""
+    from effectbench.api import build_outputs
+    from effectbench.console import format_headline
+
+    if not run_dir.is_dir():
+        _fail(f"run directory {run_dir} does not exist")
+    if not (run_dir / "events.jsonl").is_file():
+        _fail(f"{run_dir} holds no events.jsonl; it is not a run directory")
+    metrics, _ = build_outputs(run_dir)
+    _out(format_headline(metrics))
+    _out(f"run directory: {run_dir}")
+    return 0
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+def verify(path: Path) -> int:
+    """Check a run directory or a submission file; exit 1 listing every reason if unsound."""
+    from effectbench import verify as verify_mod
+
+    if not path.exists():
+        _fail(f"{path} does not exist; give a run directory or a submission file")
+    report = verify_mod.verify_run(path) if path.is_dir() else verify_mod.verify_submission(path)
+    if report.ok:
+        _out(f"sound: {path}")
+        return 0
+    _out(f"NOT sound: {path}")
+    for reason in report.reasons:
+        _out(f"  - {reason}")
+    return 1
+
+
+def _plugins(group: str) -> int:
+    from effectbench.registry import Registry, format_plugin_table
+
+    results = Registry().load_all(group)
+    if not results:
+        _out(f"no {group} entry points installed")
+        return 0
+    _out(format_plugin_table(results))
+    return 0
+
+
+@cli.command()
+def providers() -> int:
+    """List installed providers (distribution, version) and any that failed to load."""
+    return _plugins("effectbench.providers")
+
+
+@cli.command()
+def arms() -> int:
+    """List installed arms (distribution, version) and any that failed to load."""
+    return _plugins("effectbench.arms")
+
+
+@cli.command()
+@click.option("--concurrency", type=int, default=32, show_default=True, callback=_positive_int("--concurrency"))
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory. [default: runs/<run-id>/]")
+@click.option("--force", is_flag=True, help="Replace an existing run directory given with --out.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@click.pass_context
+def reference(ctx: click.Context, concurrency: int, out: Path | None, force: bool, quiet: bool) -> int:
+    """Run both baselines on the MockMed anchor and check the pinned values (exit 1 if any differs)."""
+    import anyio
+    import orjson
+
+    from effectbench.api import execute
+    from effectbench.console import format_reference, make_progress, reference_rows
+
+    try:
+        from effectbench_mockmed.anchor import PINNED, TRIALS
+    except ImportError as exc:
+        _fail(f"the MockMed provider is not installed ({exc}); reinstall effectbench")
+    progress = make_progress(sys.stderr, quiet=quiet)
+    try:
+        result = anyio.run(
+            lambda: execute(
+                provider="mockmed",
+                arms=list(PINNED),
+                trials=TRIALS,
+                concurrency=concurrency,
+                out=out,
+                force=force,
+                handle_signals=True,
+                observer=progress,
+            )
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    if result.interrupted:
+        click.echo("interrupted; nothing was checked", err=True)
+        return EXIT_INTERRUPTED
+    results_path = result.run_dir / "results.jsonl"
+    rows_json = [orjson.loads(line) for line in results_path.read_bytes().splitlines() if line.strip()]
+    rows = reference_rows(PINNED, result.metrics, rows_json)
+    _out(format_reference(rows))
+    _out(f"run directory: {result.run_dir}")
+    bad = [r for r in rows if not r[4]]
+    if bad:
+        _out(f"{len(bad)} pinned value(s) differ: the harness no longer reproduces the anchor")
+        return 1
+    _out("all pinned values reproduced")
+    return 0
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """Errors whose message is written for the user: shown as one line, exit 2."""
+    types: list[type[BaseException]] = []
+    for module, names in (
+        ("effectbench.api", ("RunError",)),
+        ("effectbench.plan", ("PlanError",)),
+        ("effectbench.registry", ("PluginError",)),
+        ("effectbench.log", ("LogError",)),
+        ("effectbench.scheduler", ("ResumeError",)),
+        ("effectbench.model", ("InvalidSpec",)),
+        ("effectbench.projections.episodes", ("ProjectionError",)),
+        ("effectbench.projections.metrics", ("MetricsError",)),
+        ("effectbench.artifacts", ("ArtifactError",)),
+    ):
+        mod = sys.modules.get(module)
+        for name in names:
+            cls = getattr(mod, name, None) if mod is not None else None
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                types.append(cls)
+    return tuple(types)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The single error inside (nested) exception groups, if there is exactly one."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        rv = cli.main(args=argv, prog_name="effectbench", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("effectbench: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx is not None else "effectbench"
+        message = " ".join(exc.format_message().split())
+        click.echo(f"{where}: error: {message} (see {where} --help)", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("effectbench: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except BaseException as raw:
+        return _report(raw, debug)
+    return int(rv) if isinstance(rv, int) else 0
+
+
+def _report(raw: BaseException, debug: bool) -> int:
+    """One line for an error (exit 2 for the user's, 1 for ours); a traceback only with --debug."""
+    err = _leaf(raw)
+    if isinstance(err, KeyboardInterrupt):
+        click.echo("effectbench: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    if isinstance(err, SystemExit):
+        raise err from None
+    if debug:
+        import traceback
+
+        traceback.print_exception(raw)
+    message = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, _user_error_types()) or isinstance(err, OSError):
+        click.echo(f"effectbench: error: {message}", err=True)
+        return EXIT_USAGE
+    click.echo(
+        f"effectbench: internal error: {type(err).__name__}: {message} (rerun with --debug for a traceback)",
+        err=True,
+    )
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
