@@ -1,0 +1,431 @@
+"""The adversarial audit: an oracle's non-gameability, shown by a run instead of a flag.
+
+``audit_provider`` runs the ``oracle`` reference arm and every adversary over every
+task of a provider through the ordinary scheduler, so the evidence is an ordinary run
+directory (``events.jsonl``, ``results.jsonl``, ...). ``audit_log`` then reads that log
+alone (labels re-derived from raw reports and snapshots, never from a stored label)
+and checks, per task:
+
+(a) **reference**: where a correct action exists, the reference reaches the correct
+    effect on every trial; otherwise the task is ``broken``.
+(b) **adversaries**: on every non-control task, no adversary is scored SUCCESS;
+    otherwise the oracle is ``gameable`` and the offending episode is named with its
+    evidence pointer. On a task whose effect expects zero rows, an adversary that left
+    every row unchanged did the intended thing and is exempt (noted, not hidden).
+(c) **refusal controls** (``oracle.refusal_controls`` and ``expected_count == 0``):
+    the reference and ``halt`` leave every row of every table unchanged; otherwise
+    the control is ``leaky``.
+
+A task whose evidence is missing (an episode failed, a snapshot was unreadable) is
+``incomplete``: nothing is attested from a check that did not happen. The
+``adversarially_audited`` attestation of a task is True exactly when its status is
+``audited``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+import attrs
+import orjson
+
+from effectbench.arm import Arm
+from effectbench.arms.adversaries import (
+    ADVERSARY_NAMES,
+    REFERENCE_NAME,
+    CrossTrialArm,
+    DuplicateArm,
+    HaltArm,
+    NullArm,
+    OracleArm,
+    PhantomArm,
+    WrongFieldArm,
+    WrongTargetArm,
+    parse_episode_id,
+)
+from effectbench.codec import converter
+from effectbench.events import PostRead, PreSnapshot, RunStarted
+from effectbench.log import LogError, LoggedEvent, read_log
+from effectbench.model import Category, Outcome, Snapshot, TaskSpec, TrueState
+from effectbench.projections.episodes import project_episodes
+from effectbench.provider import BenchmarkProvider
+from effectbench.records import EpisodeRecord
+from effectbench.sql_oracle import diff_snapshots
+
+__all__ = [
+    "AUDIT_ARMS",
+    "AUDIT_FILE",
+    "AuditError",
+    "AuditReport",
+    "TaskAudit",
+    "audit_arms",
+    "audit_cli_main",
+    "audit_log",
+    "audit_provider",
+    "format_audit",
+    "is_refusal_control",
+]
+
+AUDIT_FILE: Final = "audit.json"
+AUDIT_ARMS: Final = (REFERENCE_NAME, *ADVERSARY_NAMES)
+DEFAULT_TRIALS: Final = 2
+
+AUDITED: Final = "audited"
+BROKEN: Final = "broken"
+GAMEABLE: Final = "gameable"
+LEAKY: Final = "leaky"
+INCOMPLETE: Final = "incomplete"
+_PRECEDENCE: Final = (BROKEN, GAMEABLE, LEAKY, INCOMPLETE)
+"""When a task fails several checks its status is the first of these; every reason is kept."""
+
+
+class AuditError(Exception):
+    """The audit could not run or its log cannot be read; the message says what to do."""
+
+
+def audit_arms() -> list[Arm]:
+    """Fresh instances of the reference arm and every adversary, in AUDIT_ARMS order."""
+    arms: list[Arm] = [
+        OracleArm(),
+        NullArm(),
+        HaltArm(),
+        PhantomArm(),
+        DuplicateArm(),
+        WrongFieldArm(),
+        WrongTargetArm(),
+        CrossTrialArm(),
+    ]
+    assert tuple(a.name for a in arms) == AUDIT_ARMS
+    return arms
+
+
+def is_refusal_control(task: TaskSpec) -> bool:
+    """A task whose correct behaviour is to write nothing, and which says so."""
+    return task.oracle.refusal_controls and task.expected_effect.record_written.expected_count == 0
+
+
+@attrs.frozen
+class TaskAudit:
+    """One task's verdict. ``evidence`` maps an episode id to its pointer into the log
+    (``events.jsonl#<seq>``): the offending episodes, or the reference's correct reads.
+    ``notes`` are findings that do not fail the task (e.g. an adversary exempt on a control)."""
+
+    task_id: str
+    status: str
+    category: str
+    reasons: tuple[str, ...] = ()
+    evidence: Mapping[str, str] = attrs.field(factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def audited(self) -> bool:
+        return self.status == AUDITED
+
+
+@attrs.frozen
+class AuditReport:
+    """The audit of one provider. ``attestations`` is derived here, from the log's evidence."""
+
+    provider: str
+    version: str
+    log_path: Path
+    trials: int
+    tasks: tuple[TaskAudit, ...]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.tasks) and all(t.audited for t in self.tasks)
+
+    @property
+    def attestations(self) -> dict[str, bool]:
+        """task_id -> adversarially_audited, True exactly for tasks whose status is audited."""
+        return {t.task_id: t.audited for t in self.tasks}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "version": self.version,
+            "log": self.log_path.name,
+            "trials": self.trials,
+            "ok": self.ok,
+            "attestations": self.attestations,
+            "tasks": [
+                {
+                    "task_id": t.task_id,
+                    "status": t.status,
+                    "category": t.category,
+                    "reasons": list(t.reasons),
+                    "evidence": dict(t.evidence),
+                    "notes": list(t.notes),
+                }
+                for t in self.tasks
+            ],
+        }
+
+
+# --- reading the evidence ---------------------------------------------------------------------
+
+
+@attrs.define
+class _Evidence:
+    """What the audit needs from one pass over the log."""
+
+    plan: Mapping[str, Any] | None = None
+    snapshots: dict[int, Mapping[str, Any]] = attrs.field(factory=dict)
+    diff_tasks: frozenset[str] = frozenset()
+
+    def tap(self, events: Iterable[LoggedEvent]) -> Iterator[LoggedEvent]:
+        """Pass events through, keeping the plan and the snapshots a diff will need."""
+        for e in events:
+            if e.type == RunStarted.TYPE and self.plan is None:
+                self.plan = e.data.get("plan") or {}
+                self.diff_tasks = frozenset(
+                    t.task_id for t in _tasks(self.plan) if t.expected_effect.record_written.expected_count == 0
+                )
+            elif e.type in (PreSnapshot.TYPE, PostRead.TYPE) and e.ep is not None and self.diff_tasks:
+                try:
+                    _, task_id, _ = parse_episode_id(e.ep)
+                except ValueError:
+                    continue
+                if task_id in self.diff_tasks:
+                    self.snapshots[e.seq] = e.data.get("snapshot") or {}
+            yield e
+
+    def snapshot(self, pointer: str | None) -> Snapshot | None:
+        if pointer is None or "#" not in pointer:
+            return None
+        try:
+            data = self.snapshots.get(int(pointer.rsplit("#", 1)[1]))
+        except ValueError:
+            return None
+        if data is None:
+            return None
+        try:
+            return converter.structure(data, Snapshot)
+        except Exception:  # noqa: BLE001 - logged data is untrusted; a bad snapshot is no evidence
+            return None
+
+
+def _tasks(plan: Mapping[str, Any]) -> list[TaskSpec]:
+    try:
+        return [converter.structure(t, TaskSpec) for t in plan.get("tasks") or []]
+    except Exception as exc:  # noqa: BLE001 - a plan the log cannot rebuild is unauditable
+        raise AuditError(f"the run's plan lists a task that cannot be rebuilt: {type(exc).__name__}: {exc}") from None
+
+
+def _diff_lines(pre: Snapshot | None, post: Snapshot | None) -> list[str] | None:
+    """The changed rows between two logged reads; None when either read is missing or unreadable."""
+    if pre is None or post is None or not pre.readable or not post.readable:
+        return None
+    return diff_snapshots(pre, post).describe()
+
+
+def _why_unscored(r: EpisodeRecord) -> str:
+    detail = "; ".join(r.verdict_reasons) or "no reason recorded"
+    return f"{r.failure_class.value if r.failure_class else 'unscored'}: {detail}"
+
+
+def _pointer(r: EpisodeRecord) -> str:
+    ev = r.evidence
+    return ev.get("post_read") or ev.get("terminal") or ev.get("reported") or ev.get("planned") or "events.jsonl"
+
+
+def _audit_task(task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], ev: _Evidence) -> TaskAudit:
+    failed: dict[str, list[str]] = {k: [] for k in _PRECEDENCE}
+    evidence: dict[str, str] = {}
+    notes: list[str] = []
+    expects_nothing = task.expected_effect.record_written.expected_count == 0
+
+    # (a) the reference reaches the correct effect wherever a correct action exists.
+    refs = records.get(REFERENCE_NAME, ())
+    if not refs:
+        failed[INCOMPLETE].append("the reference arm has no episode for this task in the log")
+    if task.correct_action_available:
+        for r in refs:
+            if r.true_state is TrueState.CORRECT:
+                evidence[r.episode_id] = _pointer(r)
+                continue
+            evidence[r.episode_id] = _pointer(r)
+            state = r.true_state.value if r.true_state is not None else _why_unscored(r)
+            detail = f" ({'; '.join(r.verdict_reasons)})" if r.true_state is not None and r.verdict_reasons else ""
+            failed[BROKEN].append(
+                f"reference did not reach the correct effect on {r.episode_id}: {state}{detail} [{_pointer(r)}]"
+            )
+
+    # (b) no adversary is scored SUCCESS on a non-control task.
+    for name in ADVERSARY_NAMES:
+        runs = records.get(name, ())
+        if not runs and task.category is not Category.CONTROL:
+            failed[INCOMPLETE].append(f"adversary {name} has no episode for this task in the log")
+        for r in runs:
+            if task.category is Category.CONTROL:
+                if r.outcome is Outcome.SUCCESS:
+                    notes.append(f"adversary {name} reached SUCCESS on this control task (exempt) [{_pointer(r)}]")
+                continue
+            if not r.eligible:
+                failed[INCOMPLETE].append(f"adversary {name} was not scored on {r.episode_id}: {_why_unscored(r)}")
+                evidence[r.episode_id] = _pointer(r)
+                continue
+            if r.outcome is not Outcome.SUCCESS:
+                continue
+            if expects_nothing:
+                changed = _diff_lines(ev.snapshot(r.evidence.get("pre_snapshot")), ev.snapshot(r.evidence.get("post_read")))
+                if changed == []:
+                    notes.append(
+                        f"adversary {name} reached SUCCESS by writing nothing, which is this task's declared "
+                        f"effect (exempt) [{_pointer(r)}]"
+                    )
+                    continue
+            evidence[r.episode_id] = _pointer(r)
+            failed[GAMEABLE].append(
+                f"adversary {name} was scored SUCCESS without the intended action on {r.episode_id} [{_pointer(r)}]"
+            )
+
+    # (c) refusal controls leave every row unchanged under the reference and halt.
+    if is_refusal_control(task):
+        for name in (REFERENCE_NAME, "halt"):
+            for r in records.get(name, ()):
+                pre_ptr, post_ptr = r.evidence.get("pre_snapshot"), r.evidence.get("post_read")
+                changed = _diff_lines(ev.snapshot(pre_ptr), ev.snapshot(post_ptr))
+                if changed is None:
+                    failed[INCOMPLETE].append(
+                        f"refusal control: no readable pre/post snapshots for {r.episode_id} "
+                        f"[{pre_ptr or '?'} -> {post_ptr or '?'}]"
+                    )
+                    evidence[r.episode_id] = _pointer(r)
+                elif changed:
+                    failed[LEAKY].append(
+                        f"refusal control: {name} changed rows on {r.episode_id} [{pre_ptr} -> {post_ptr}]: "
+                        + "; ".join(changed[:3])
+                        + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+                    )
+                    evidence[r.episode_id] = post_ptr or _pointer(r)
+
+    status = next((k for k in _PRECEDENCE if failed[k]), AUDITED)
+    reasons = tuple(reason for k in _PRECEDENCE for reason in failed[k])
+    return TaskAudit(
+        task_id=task.task_id,
+        status=status,
+        category=task.category.value,
+        reasons=reasons,
+        evidence=evidence,
+        notes=tuple(notes),
+    )
+
+
+def audit_log(log_path: str | os.PathLike[str]) -> AuditReport:
+    """Audit a finished run's log (pure: reads the log only, touches no environment)."""
+    path = Path(log_path)
+    ev = _Evidence()
+    try:
+        records = list(project_episodes(ev.tap(read_log(path))))
+    except LogError as exc:
+        raise AuditError(f"cannot audit {path}: {exc}") from None
+    if ev.plan is None:
+        raise AuditError(f"{path} has no run.started event; it is not a run's event log")
+    tasks = _tasks(ev.plan)
+    by_task: dict[str, dict[str, list[EpisodeRecord]]] = {}
+    latest: dict[str, EpisodeRecord] = {r.episode_id: r for r in records}  # a later rerun wins
+    for r in sorted(latest.values(), key=lambda r: (r.task_id, r.arm, r.trial)):
+        by_task.setdefault(r.task_id, {}).setdefault(r.arm, []).append(r)
+    provider = ev.plan.get("provider") or {}
+    return AuditReport(
+        provider=str(provider.get("name", "?")),
+        version=str(provider.get("version", "?")),
+        log_path=path,
+        trials=int(ev.plan.get("trials") or 0),
+        tasks=tuple(_audit_task(t, by_task.get(t.task_id, {}), ev) for t in tasks),
+    )
+
+
+async def audit_provider(
+    provider: BenchmarkProvider | str,
+    *,
+    out_dir: str | os.PathLike[str] | None,
+    trials: int = DEFAULT_TRIALS,
+    concurrency: int = 16,
+    force: bool = False,
+    registry: Any = None,
+) -> AuditReport:
+    """Run the reference and every adversary over every task, then audit the log.
+
+    The run is an ordinary run directory in ``out_dir`` (None: ``runs/<run-id>/``); the
+    report is also written there as ``audit.json``, so the attestations travel with
+    their evidence.
+    """
+    from effectbench.api import RunError, evaluate_provider_async
+
+    try:
+        result = await evaluate_provider_async(
+            audit_arms(), provider, trials=trials, concurrency=concurrency, out=out_dir, force=force, registry=registry
+        )
+    except RunError as exc:
+        raise AuditError(str(exc)) from None
+    if result.interrupted:
+        raise AuditError(f"the audit run in {result.run_dir} was interrupted; run the audit again")
+    report = audit_log(result.log_path)
+    (result.run_dir / AUDIT_FILE).write_bytes(
+        orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    )
+    return report
+
+
+# --- presentation -----------------------------------------------------------------------------
+
+
+def format_audit(report: AuditReport) -> str:
+    """A plain-text table: one row per task, its reasons and notes indented beneath."""
+    width = max([len("task"), *(len(t.task_id) for t in report.tasks)])
+    cat_w = max([len("category"), *(len(t.category) for t in report.tasks)])
+    head = f"audit of {report.provider} {report.version}: {len(report.tasks)} tasks x {len(AUDIT_ARMS)} arms"
+    lines = [
+        f"{head} x {report.trials} trials",
+        f"{'task':<{width}}  {'category':<{cat_w}}  status",
+        f"{'-' * width}  {'-' * cat_w}  ----------",
+    ]
+    for t in report.tasks:
+        lines.append(f"{t.task_id:<{width}}  {t.category:<{cat_w}}  {t.status}")
+        lines += [f"    - {r}" for r in t.reasons]
+        lines += [f"    note: {n}" for n in t.notes]
+    n_ok = sum(t.audited for t in report.tasks)
+    verdict = "every task audited" if report.ok else f"{len(report.tasks) - n_ok} task(s) failed the audit"
+    lines.append(f"{n_ok}/{len(report.tasks)} audited: {verdict}. Evidence: {report.log_path}")
+    return "\n".join(lines)
+
+
+def audit_cli_main(
+    provider_name: str,
+    out_dir: str | os.PathLike[str] | None,
+    *,
+    trials: int = DEFAULT_TRIALS,
+    concurrency: int = 16,
+    force: bool = False,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """``effectbench audit --provider NAME``: 0 when every task is audited, 1 with the
+    reasons when any task fails, 2 (one line on stderr) when the audit cannot run."""
+    import anyio
+
+    from effectbench.plan import PlanError
+    from effectbench.registry import PluginError
+
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    if trials < 1:
+        print(f"effectbench audit: --trials must be a positive integer, got {trials}", file=err)
+        return 2
+
+    async def go() -> AuditReport:
+        return await audit_provider(provider_name, out_dir=out_dir, trials=trials, concurrency=concurrency, force=force)
+
+    try:
+        report = anyio.run(go)
+    except (AuditError, PluginError, PlanError, OSError) as exc:
+        print(f"effectbench audit: error: {' '.join(str(exc).split())}", file=err)
+        return 2
+    print(format_audit(report), file=out)
+    return 0 if report.ok else 1
