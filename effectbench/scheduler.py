@@ -294,7 +294,6 @@ class Scheduler:
                 )
             if self.observer is not None:
                 self.observer.run_planned(self.plan, len(all_specs), len(all_specs) - len(pending))
-            log.info("run.start", run_id=self.run_id, pending=len(pending), kept=len(kept), abandoned=len(abandoned))
 
             try:
                 async with anyio.create_task_group() as outer:
@@ -318,7 +317,6 @@ class Scheduler:
                         },
                     )
                 self._emit = None
-        log.info("run.end", run_id=self.run_id, interrupted=interrupted, finished=self._finished, failed=self._failed)
         return RunOutcome(
             run_id=self.run_id,
             interrupted=interrupted,
