@@ -391,3 +391,31 @@ def test_stream_memory_holds_only_in_flight_episodes() -> None:
         assert rec.outcome is Outcome.SUCCESS
     assert seen == 200
     assert pending_at_yield == [9 * (i + 1) for i in range(200)]
+
+
+def test_rerun_that_plans_again_after_abandon() -> None:
+    """The scheduler re-emits episode.planned when it reruns an abandoned episode."""
+    log = Log()
+    ep = "a::t::t0"
+    log.planned(ep)
+    log.attempt(ep, rows())
+    log.add(ep, EpisodeAbandoned(reason="resumed"))
+    log.planned(ep)
+    log.attempt(ep, rows(GOOD_ROW), telemetry=False)
+    log.add(ep, EpisodeFinished())
+    (rec,) = project_episodes(log.events)
+    assert rec.outcome is Outcome.SUCCESS
+    assert rec.evidence["planned"] == "events.jsonl#9"
+    assert rec.telemetry.model_calls is None
+
+
+def test_a_new_planned_event_starts_a_fresh_attempt() -> None:
+    log = Log()
+    ep = "a::t::t0"
+    log.planned(ep)
+    log.attempt(ep, rows(GOOD_ROW))
+    log.planned(ep)  # no abandoned marker: still nothing of the old attempt may leak
+    log.add(ep, EpisodeFinished())
+    rec = fold_episode(log.events)
+    assert rec.failure_class is FailureClass.EVALUATION
+    assert rec.verdict_reasons == ("finished without a readable agent report",)

@@ -11,7 +11,8 @@ Streaming contract (``project_episodes``):
   its state is dropped, so memory follows the number of in-flight episodes, never the
   number finished.
 - An ``episode.abandoned`` event (written on resume) discards the attempt so far; the
-  ``episode.planned`` event still supplies the task facts to the rerun.
+  latest ``episode.planned`` event supplies the task facts to the rerun (the rerun
+  may plan again; a new ``episode.planned`` also starts a fresh attempt).
 - The scheduler never reruns a terminated episode. If a log nonetheless carries a
   second complete run of an episode (its own ``episode.planned`` through a terminal),
   a second record with the same ``episode_id`` is yielded; the later one wins for any
@@ -92,7 +93,8 @@ class _Episode:
     def add(self, event: EventLike) -> None:
         t = event.type
         if t == EpisodePlanned.TYPE:
-            self.planned = event
+            self.planned = event  # a (re-)planned episode starts a fresh attempt
+            self._reset()
         elif self.planned is None:
             raise ProjectionError(
                 f"episode {self.ep}: event #{event.seq} ({t}) has no episode.planned before it; "
