@@ -271,6 +271,19 @@ def reference(ctx: click.Context, concurrency: int, out: Path | None, force: boo
     return 0
 
 
+@cli.command()
+@click.option("--provider", required=True, help="Provider entry point or module:attribute.")
+@click.option("--trials", type=int, default=2, show_default=True, callback=_positive_int("--trials"))
+@click.option("--concurrency", type=int, default=16, show_default=True, callback=_positive_int("--concurrency"))
+@click.option("--out", type=click.Path(path_type=Path), help="Audit run directory. [default: runs/<run-id>/]")
+@click.option("--force", is_flag=True, help="Replace an existing run directory given with --out.")
+def audit(provider: str, trials: int, concurrency: int, out: Path | None, force: bool) -> int:
+    """Run the reference arm and every adversary over every task; exit 1 naming each task that fails."""
+    from effectbench.audit import audit_cli_main
+
+    return audit_cli_main(provider, out, trials=trials, concurrency=concurrency, force=force)
+
+
 def _user_error_types() -> tuple[type[BaseException], ...]:
     """Errors whose message is written for the user: shown as one line, exit 2."""
     types: list[type[BaseException]] = []

@@ -1,0 +1,458 @@
+"""The adversarial audit: MockMed passes it over real HTTP; deliberately weak tasks fail it.
+
+The weak pack below is a real provider over real SQLite files (one per episode), read by
+the generic all-tables oracle. Each weak task has exactly one planted weakness, and the
+audit must name the adversary that exploits it and point into its own log.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import orjson
+import pytest
+
+from effectbench.audit import (
+    AUDIT_ARMS,
+    AUDIT_FILE,
+    AuditError,
+    AuditReport,
+    TaskAudit,
+    audit_cli_main,
+    audit_log,
+    audit_provider,
+    format_audit,
+)
+from effectbench.model import (
+    Category,
+    Effect,
+    FieldEquals,
+    JSONScalar,
+    OracleSpec,
+    ParamRef,
+    RecordWritten,
+    Row,
+    Substrate,
+    TaskSpec,
+)
+from effectbench.provider import EnvHandle, ProductResponse, ProvisionedEpisode
+from effectbench.sql_oracle import SqliteAllTablesOracle
+
+# --- a tiny SQLite product with planted weaknesses ----------------------------------------------
+
+SCHEMA = "CREATE TABLE encounters (id INTEGER PRIMARY KEY, patient_id TEXT, type TEXT, note TEXT, key TEXT)"
+PATIENTS = ("p1", "p2")
+TYPES = ("Triage", "Urgent")
+PARAMS = {"note": "triage note {tag}", "record_key": "key-{tag}"}
+SOLUTION: dict[str, JSONScalar | ParamRef] = {
+    "patient_id": "p1",
+    "type": "Triage",
+    "note": ParamRef("note"),
+    "key": ParamRef("record_key"),
+}
+FULL = Effect(
+    record_written=RecordWritten(table="encounters", selector={"patient_id": "p1", "type": "Triage"}),
+    field_equals=(FieldEquals("note", ParamRef("note")),),
+)
+COUNT_ONLY = Effect(record_written=RecordWritten(table="encounters", selector={"patient_id": "p1", "type": "Triage"}))
+NOTHING = Effect(
+    record_written=RecordWritten(
+        table="encounters", selector={"patient_id": "p1", "type": "Triage"}, expected_count=0, forbid_stray_writes=True
+    )
+)
+LOOSE_NOTHING = Effect(
+    record_written=RecordWritten(table="encounters", selector={"patient_id": "p1", "type": "Triage"}, expected_count=0)
+)
+
+
+def task(task_id: str, category: Category = Category.C1_PARTIAL_SAVE, **kw: Any) -> TaskSpec:
+    fields: dict[str, Any] = {
+        "task_id": f"notes::{task_id}",
+        "title": task_id,
+        "substrate": Substrate.WEB,
+        "category": category,
+        "goal": "Record a Triage encounter for patient p1 with this trial's note.",
+        "expected_effect": FULL,
+        "oracle": OracleSpec(tables=("encounters",)),
+        "correct_action_available": True,
+        "params": PARAMS,
+        "solution": SOLUTION,
+    }
+    fields.update(kw)
+    return TaskSpec(**fields)
+
+
+WEAK_PACK: tuple[TaskSpec, ...] = (
+    task("good"),
+    # Counts the row, never reads the note: any payload passes.
+    task("count_only", expected_effect=COUNT_ONLY, oracle=OracleSpec(tables=("encounters",), adversarially_audited=True)),
+    # The selector does not pin the patient: a homonym's record passes.
+    task(
+        "no_patient",
+        Category.C6_WRONG_RECORD_HOMONYM,
+        expected_effect=Effect(
+            record_written=RecordWritten(table="encounters", selector={"type": "Triage"}),
+            field_equals=(FieldEquals("note", ParamRef("note")),),
+        ),
+    ),
+    # The product upserts and the row is already there: a do-nothing program passes.
+    task(
+        "preseeded",
+        Category.C2_DUPLICATE_SUBMISSION,
+        expected_effect=COUNT_ONLY,
+        initial_state={"encounters": ({"patient_id": "p1", "type": "Triage", "note": "earlier", "key": None},)},
+        fixture={"upsert": True},
+    ),
+    # The payload is the same every trial: a replay is indistinguishable.
+    task(
+        "constant",
+        Category.C5_DOUBLE_DELIVERED_INPUT,
+        params={"note": "the same note every trial"},
+        solution={"patient_id": "p1", "type": "Triage", "note": ParamRef("note")},
+        oracle=OracleSpec(tables=("encounters",), trial_unique_payload=False),
+    ),
+    # A sound refusal control: halting with nothing written is the correct behaviour.
+    task(
+        "refuse",
+        Category.C6_WRONG_RECORD_HOMONYM,
+        expected_effect=NOTHING,
+        correct_action_available=False,
+        solution=None,
+        oracle=OracleSpec(tables=("encounters",), refusal_controls=True),
+    ),
+    # A refusal control that (wrongly) scripts a write, so the reference changes rows, and
+    # whose effect does not forbid stray writes, so a write to a homonym scores as "nothing".
+    task(
+        "refuse_leaky",
+        Category.C6_WRONG_RECORD_HOMONYM,
+        expected_effect=LOOSE_NOTHING,
+        correct_action_available=False,
+        oracle=OracleSpec(tables=("encounters",), refusal_controls=True),
+    ),
+    # The scripted solution misses the declared effect: the task cannot be done as written.
+    task("broken", solution={**SOLUTION, "type": "Urgent"}),
+    # A control is exempt from the adversary check even with a count-only effect.
+    task("control", Category.CONTROL, expected_effect=COUNT_ONLY),
+)
+
+
+@attrs.frozen
+class SqliteForm:
+    """The product's form: validates the patient and type, inserts (or upserts) one row."""
+
+    db: Path
+    upsert: bool
+
+    def _write(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
+        patient, kind = values.get("patient_id"), values.get("type")
+        if patient not in PATIENTS or kind not in TYPES:
+            return ProductResponse(screen_says_saved=False, status=422, message="Choose a patient and a type")
+        row = (patient, kind, values.get("note"), values.get("key"))
+        conn = sqlite3.connect(self.db, isolation_level=None, timeout=5)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            done = 0
+            if self.upsert:
+                done = conn.execute(
+                    "UPDATE encounters SET note = ?, key = ? WHERE patient_id = ? AND type = ?",
+                    (row[2], row[3], patient, kind),
+                ).rowcount
+            if not done:
+                conn.execute("INSERT INTO encounters (patient_id, type, note, key) VALUES (?, ?, ?, ?)", row)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        return ProductResponse(screen_says_saved=True, status=200, message="Saved")
+
+    async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
+        return await anyio.to_thread.run_sync(lambda: self._write(values))
+
+
+class WeakPackProvider:
+    """A BenchmarkProvider over per-episode SQLite files; zero-arg so the registry can load it."""
+
+    name = "weak-pack"
+    version = "0.0.1"
+
+    def __init__(self, tasks: Sequence[TaskSpec] = WEAK_PACK) -> None:
+        self._tasks = tuple(tasks)
+        self._root: Path | None = None
+        self._n = 0
+
+    def tasks(self) -> Sequence[TaskSpec]:
+        return self._tasks
+
+    async def start(self) -> None:
+        self._root = Path(tempfile.mkdtemp(prefix="weak-pack-"))
+
+    async def stop(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+
+    async def provision(self, task: TaskSpec, trial: int, params: Mapping[str, str]) -> ProvisionedEpisode:
+        assert self._root is not None, "start() first"
+        self._n += 1
+        db = self._root / f"ep{self._n}.db"
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(SCHEMA)
+        for r in task.initial_state.get("encounters", ()):
+            conn.execute(
+                "INSERT INTO encounters (patient_id, type, note, key) VALUES (?, ?, ?, ?)",
+                (r["patient_id"], r["type"], r["note"], r["key"]),
+            )
+        conn.close()
+
+        async def teardown() -> None:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+        env = EnvHandle(
+            channels={"confusable": orjson.dumps({"patient_id": "p2"}).decode()},
+            driver=SqliteForm(db, upsert=bool(task.fixture.get("upsert"))),
+        )
+        return ProvisionedEpisode(env=env, oracle=SqliteAllTablesOracle(db), teardown=teardown)
+
+
+# --- fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def weak(tmp_path_factory: pytest.TempPathFactory) -> AuditReport:
+    out = tmp_path_factory.mktemp("weak") / "audit"
+
+    async def go() -> AuditReport:
+        return await audit_provider(WeakPackProvider(), out_dir=out, trials=2, concurrency=8)
+
+    return anyio.run(go)
+
+
+@pytest.fixture(scope="module")
+def mockmed(tmp_path_factory: pytest.TempPathFactory) -> AuditReport:
+    out = tmp_path_factory.mktemp("mockmed") / "audit"
+
+    async def go() -> AuditReport:
+        return await audit_provider("mockmed", out_dir=out, trials=2, concurrency=8)
+
+    return anyio.run(go)
+
+
+def by_id(report: AuditReport) -> dict[str, TaskAudit]:
+    return {t.task_id: t for t in report.tasks}
+
+
+def log_event(log: Path, pointer: str) -> dict[str, Any]:
+    name, _, seq = pointer.partition("#")
+    assert name == "events.jsonl"
+    for line in log.read_bytes().splitlines():
+        event: dict[str, Any] = orjson.loads(line)
+        if event["seq"] == int(seq):
+            return event
+    raise AssertionError(f"no event {pointer} in {log}")
+
+
+# --- MockMed, over real HTTP ---------------------------------------------------------------------
+
+
+def test_mockmed_anchor_is_audited_on_every_task(mockmed: AuditReport) -> None:
+    assert mockmed.provider == "mockmed"
+    assert len(mockmed.tasks) == 9
+    assert mockmed.ok, format_audit(mockmed)
+    assert mockmed.attestations == {t.task_id: True for t in mockmed.tasks}
+    assert all(t.reasons == () for t in mockmed.tasks)
+
+
+def test_mockmed_reference_correct_reads_are_the_evidence(mockmed: AuditReport) -> None:
+    tasks = by_id(mockmed)
+    ok = tasks["mockmed::ok"]
+    assert len(ok.evidence) == 2  # one correct read per trial
+    for ep, pointer in ok.evidence.items():
+        event = log_event(mockmed.log_path, pointer)
+        assert event["ep"] == ep and event["type"] == "episode.post_read"
+    assert tasks["mockmed::partial"].evidence == {}  # no correct action there: nothing to show
+
+
+def test_mockmed_finding_duplicate_succeeds_only_on_the_idempotent_control(mockmed: AuditReport) -> None:
+    """The product's idempotency key turns a double submit into one row: an exempt control."""
+    notes = {t.task_id: t.notes for t in mockmed.tasks}
+    assert len(notes["mockmed::idempotent"]) == 2
+    assert all("adversary duplicate reached SUCCESS" in n for n in notes["mockmed::idempotent"])
+    assert all(not n for tid, n in notes.items() if tid != "mockmed::idempotent")
+
+
+def test_mockmed_audit_directory_holds_the_evidence(mockmed: AuditReport) -> None:
+    run_dir = mockmed.log_path.parent
+    assert (run_dir / "results.jsonl").is_file()
+    rows = [orjson.loads(x) for x in (run_dir / "results.jsonl").read_bytes().splitlines() if x.strip()]
+    assert {r["arm"] for r in rows} == set(AUDIT_ARMS)
+    assert len(rows) == 9 * len(AUDIT_ARMS) * 2
+    saved = orjson.loads((run_dir / AUDIT_FILE).read_bytes())
+    assert saved["ok"] is True and saved["attestations"] == mockmed.attestations
+
+
+def test_the_audit_is_a_pure_function_of_its_log(mockmed: AuditReport) -> None:
+    again = audit_log(mockmed.log_path)
+    assert again == mockmed
+
+
+def test_cli_audit_exits_0_for_mockmed(tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "effectbench"
+    proc = subprocess.run(
+        [str(exe), "audit", "--provider", "mockmed", "--out", str(tmp_path / "a"), "--trials", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "9/9 audited: every task audited" in proc.stdout
+    assert "mockmed::idempotent" in proc.stdout
+
+
+# --- the weak pack -------------------------------------------------------------------------------
+
+
+def test_the_sound_tasks_are_audited(weak: AuditReport) -> None:
+    tasks = by_id(weak)
+    for tid in ("notes::good", "notes::refuse", "notes::control"):
+        assert tasks[tid].status == "audited", tasks[tid].reasons
+    assert not weak.ok
+
+
+def test_a_count_only_oracle_is_gameable_and_the_adversary_is_named(weak: AuditReport) -> None:
+    t = by_id(weak)["notes::count_only"]
+    assert t.status == "gameable"
+    named = {r.split()[1] for r in t.reasons}
+    assert named == {"wrong_field", "cross_trial"}
+    offending = [ep for ep in t.evidence if ep.startswith("wrong_field::")]
+    assert len(offending) == 2
+    for ep in offending:
+        event = log_event(weak.log_path, t.evidence[ep])
+        assert event["ep"] == ep and event["type"] == "episode.post_read"
+        (row,) = event["data"]["snapshot"]["tables"]["encounters"]
+        assert str(row["note"]).endswith(" (amended)")
+    assert any(f"[{t.evidence[offending[0]]}]" in r for r in t.reasons)
+
+
+def test_the_attestation_comes_from_evidence_not_the_declared_flag(weak: AuditReport) -> None:
+    count_only = next(x for x in WEAK_PACK if x.task_id == "notes::count_only")
+    assert count_only.oracle.adversarially_audited is True
+    assert weak.attestations["notes::count_only"] is False
+    assert weak.attestations["notes::good"] is True
+
+
+def test_a_selector_without_the_patient_is_gameable_by_wrong_target(weak: AuditReport) -> None:
+    t = by_id(weak)["notes::no_patient"]
+    assert t.status == "gameable"
+    assert {r.split()[1] for r in t.reasons} == {"wrong_target"}
+
+
+def test_a_do_nothing_program_passing_is_caught(weak: AuditReport) -> None:
+    t = by_id(weak)["notes::preseeded"]
+    assert t.status == "gameable"
+    named = {r.split()[1] for r in t.reasons}
+    assert {"null", "phantom"} <= named
+    assert "halt" not in named
+
+
+def test_a_payload_that_is_not_trial_unique_is_gameable_by_cross_trial(weak: AuditReport) -> None:
+    t = by_id(weak)["notes::constant"]
+    assert t.status == "gameable"
+    assert {r.split()[1] for r in t.reasons} == {"cross_trial"}
+
+
+def test_a_sound_refusal_control_exempts_do_nothing_success_but_notes_it(weak: AuditReport) -> None:
+    t = by_id(weak)["notes::refuse"]
+    assert t.status == "audited"
+    assert any("adversary null reached SUCCESS by writing nothing" in n for n in t.notes)
+
+
+def test_a_refusal_control_that_writes_is_leaky_and_a_loose_one_is_gameable(weak: AuditReport) -> None:
+    t = by_id(weak)["notes::refuse_leaky"]
+    leaky = [r for r in t.reasons if r.startswith("refusal control")]
+    assert len(leaky) == 2 and all("refusal control: oracle changed rows" in r for r in leaky)
+    assert all('row added {"id":1,"key":"key-' in r for r in leaky)
+    assert not any(ep.startswith("halt::") for ep in t.evidence)
+    # "Zero rows for p1" without forbid_stray_writes: writing the homonym p2 scores as correct.
+    gamed = [r for r in t.reasons if r.startswith("adversary")]
+    assert len(gamed) == 2 and all(r.startswith("adversary wrong_target") for r in gamed)
+    assert t.status == "gameable"  # gameable outranks leaky; both reasons are kept
+
+
+def test_a_reference_that_misses_the_effect_makes_the_task_broken(weak: AuditReport) -> None:
+    t = by_id(weak)["notes::broken"]
+    assert t.status == "broken"
+    assert sum(r.startswith("reference did not reach the correct effect") for r in t.reasons) == 2
+    assert all("ABSENT" in r for r in t.reasons if r.startswith("reference"))
+
+
+def test_controls_are_exempt_from_the_adversary_check_but_the_finding_is_kept(weak: AuditReport) -> None:
+    t = by_id(weak)["notes::control"]
+    assert t.status == "audited"
+    assert any("wrong_field reached SUCCESS on this control task" in n for n in t.notes)
+
+
+def test_format_audit_is_a_table_with_reasons(weak: AuditReport) -> None:
+    text = format_audit(weak)
+    assert text.splitlines()[0].startswith("audit of weak-pack 0.0.1: 9 tasks x 8 arms x 2 trials")
+    assert "notes::count_only" in text and "gameable" in text
+    assert "    - adversary wrong_field was scored SUCCESS" in text
+    assert text.splitlines()[-1].startswith("3/9 audited: 6 task(s) failed the audit")
+
+
+def test_cli_main_exits_1_with_reasons_for_the_weak_pack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = audit_cli_main(f"{__name__}:WeakPackProvider", tmp_path / "a", trials=2, concurrency=8)
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "adversary wrong_field was scored SUCCESS" in out
+
+
+def test_cli_main_user_errors_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert audit_cli_main("no-such-provider", tmp_path / "a") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("effectbench audit: error:") and err.count("\n") == 1
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x").write_text("keep me")
+    assert audit_cli_main(f"{__name__}:WeakPackProvider", tmp_path / "busy") == 2
+    assert (tmp_path / "busy" / "x").read_text() == "keep me"
+    assert "--force" in capsys.readouterr().err
+
+
+def test_a_tampered_log_is_refused(weak: AuditReport, tmp_path: Path) -> None:
+    lines = weak.log_path.read_bytes().splitlines(keepends=True)
+    i = next(i for i, x in enumerate(lines) if b'"episode.post_read"' in x and b"amended" in x)
+    lines[i] = lines[i].replace(b" (amended)", b"")
+    bad = tmp_path / "events.jsonl"
+    bad.write_bytes(b"".join(lines))
+    with pytest.raises(AuditError, match="cannot audit"):
+        audit_log(bad)
+
+
+def test_a_log_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(AuditError, match="no event log|cannot audit"):
+        audit_log(tmp_path / "missing.jsonl")
+
+
+def _rows(report: AuditReport, ep: str, kind: str) -> Sequence[Row]:
+    for line in report.log_path.read_bytes().splitlines():
+        e = orjson.loads(line)
+        if e["ep"] == ep and e["type"] == kind:
+            return tuple(e["data"]["snapshot"]["tables"]["encounters"])
+    return ()
+
+
+def test_the_weak_pack_adversaries_really_wrote_what_they_claim(weak: AuditReport) -> None:
+    """The planted weaknesses are exploited by real writes, not by a mislabelled log."""
+    (row,) = _rows(weak, "wrong_target::notes::no_patient::t0", "episode.post_read")
+    assert row["patient_id"] == "p2"
+    (row,) = _rows(weak, "duplicate::notes::preseeded::t1", "episode.post_read")
+    assert row["note"] != "earlier"
