@@ -1,0 +1,588 @@
+"""The run directory's derived artifacts, all from events.jsonl by ONE code path.
+
+``build_artifacts`` is what the end of a run and ``effectbench rescore`` both call:
+it streams the log through the episode projection into the metrics accumulator and
+writes results.jsonl, manifest.json, metrics.json and summary.md. Nothing in them
+depends on the clock of the rescore or on the order episodes completed in, so a
+rescore of the same log with the same code is byte-identical.
+
+Memory stays flat: result rows are spilled to a temporary file as episodes complete
+and copied out in plan order through an array of offsets.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import platform
+import re
+import tempfile
+from array import array
+from collections.abc import Iterator, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import orjson
+
+from effectbench.events import SCHEMA_ID, RunFinished, RunResumed, RunStarted
+from effectbench.log import LogError, LoggedEvent, read_log
+from effectbench.model import (
+    SPEC_VERSION,
+    Category,
+    FailureClass,
+    Outcome,
+    Substrate,
+    SwerVariant,
+    TrueState,
+)
+from effectbench.projections.metrics import (
+    FIRST_ELIGIBLE,
+    MetricsAccumulator,
+    MetricsError,
+    PlanIndex,
+)
+from effectbench.records import EpisodeRecord, EpisodeTelemetry
+from effectbench.stats import Z95
+
+__all__ = [
+    "ARTIFACT_FILES",
+    "LOG_FILE",
+    "ArtifactError",
+    "ArtifactSet",
+    "build_artifacts",
+    "dump_json",
+    "manifest_plan_index",
+    "record_from_row",
+    "record_row",
+    "recompute_metrics_from_results",
+    "render_summary",
+    "scoring_version",
+]
+
+LOG_FILE: Final = "events.jsonl"
+RESULTS_FILE: Final = "results.jsonl"
+MANIFEST_FILE: Final = "manifest.json"
+METRICS_FILE: Final = "metrics.json"
+SUMMARY_FILE: Final = "summary.md"
+ARTIFACT_FILES: Final = (RESULTS_FILE, MANIFEST_FILE, METRICS_FILE, SUMMARY_FILE)
+MANIFEST_SCHEMA: Final = "effectbench.manifest/1"
+_JSON_OPTS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
+_ROW_OPTS: Final = orjson.OPT_SORT_KEYS
+
+
+class ArtifactError(Exception):
+    """The artifacts cannot be built; the message says what is wrong and what to do."""
+
+
+@attrs.frozen
+class ArtifactSet:
+    run_dir: Path
+    results: Path
+    manifest: Path
+    metrics: Path
+    summary: Path
+    events: int
+    episodes: int
+    final_hash: str
+
+
+def scoring_version() -> str:
+    from effectbench.scoring import SCORING_VERSION
+
+    return SCORING_VERSION
+
+
+def dump_json(value: Any) -> bytes:
+    """The one JSON form of every artifact: sorted keys, 2-space indent, trailing newline."""
+    return orjson.dumps(value, option=_JSON_OPTS) + b"\n"
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def record_row(rec: EpisodeRecord) -> dict[str, Any]:
+    """One results.jsonl row. Labels keep their enum values; unknown telemetry stays null."""
+    t = rec.telemetry
+    return {
+        "episode_id": rec.episode_id,
+        "arm": rec.arm,
+        "task_id": rec.task_id,
+        "trial": rec.trial,
+        "category": rec.category.value,
+        "substrate": rec.substrate.value,
+        "split": rec.split,
+        "reversible": rec.reversible,
+        "effect_declared": rec.effect_declared,
+        "correct_action_available": rec.correct_action_available,
+        "reported_success": rec.reported_success,
+        "halted": rec.halted,
+        "true_state": None if rec.true_state is None else rec.true_state.value,
+        "outcome": None if rec.outcome is None else rec.outcome.value,
+        "swer_variant": None if rec.swer_variant is None else rec.swer_variant.value,
+        "eligible": rec.eligible,
+        "failure_class": None if rec.failure_class is None else rec.failure_class.value,
+        "verdict_reasons": list(rec.verdict_reasons),
+        "observed_count": rec.observed_count,
+        "expected_count": rec.expected_count,
+        "telemetry": {
+            "wall_ms": t.wall_ms,
+            "setup_ms": t.setup_ms,
+            "model_calls": t.model_calls,
+            "input_tokens": t.input_tokens,
+            "output_tokens": t.output_tokens,
+            "cost_usd": t.cost_usd,
+            "actions": t.actions,
+        },
+        "evidence": dict(rec.evidence),
+    }
+
+
+def _enum(cls: Any, value: Any) -> Any:
+    return None if value is None else cls(value)
+
+
+def record_from_row(row: Mapping[str, Any]) -> EpisodeRecord:
+    """The EpisodeRecord a results.jsonl row stands for (ValueError/KeyError when malformed)."""
+    tel = row.get("telemetry") or {}
+    return EpisodeRecord(
+        episode_id=row["episode_id"],
+        arm=row["arm"],
+        task_id=row["task_id"],
+        trial=int(row["trial"]),
+        category=Category(row["category"]),
+        substrate=Substrate(row["substrate"]),
+        split=row["split"],
+        reversible=bool(row["reversible"]),
+        effect_declared=bool(row["effect_declared"]),
+        correct_action_available=bool(row["correct_action_available"]),
+        reported_success=row["reported_success"],
+        halted=row.get("halted"),
+        true_state=_enum(TrueState, row["true_state"]),
+        outcome=_enum(Outcome, row["outcome"]),
+        swer_variant=_enum(SwerVariant, row["swer_variant"]),
+        eligible=bool(row["eligible"]),
+        failure_class=_enum(FailureClass, row["failure_class"]),
+        verdict_reasons=tuple(row.get("verdict_reasons") or ()),
+        observed_count=row.get("observed_count"),
+        expected_count=row.get("expected_count"),
+        telemetry=EpisodeTelemetry(**{k: tel.get(k) for k in attrs.fields_dict(EpisodeTelemetry)}),
+        evidence=dict(row.get("evidence") or {}),
+    )
+
+
+# --------------------------------------------------------------------------- the log pass
+
+
+@attrs.define
+class _RunFacts:
+    """Run-level events seen while streaming (everything else goes to the projection)."""
+
+    started: Mapping[str, Any] | None = None
+    resumes: list[dict[str, Any]] = attrs.field(factory=list)
+    finished: Mapping[str, Any] | None = None
+
+    def tap(self, events: Iterator[LoggedEvent]) -> Iterator[LoggedEvent]:
+        started_type, resumed_type, finished_type = (
+            RunStarted.TYPE,
+            RunResumed.TYPE,
+            RunFinished.TYPE,
+        )
+        for ev in events:
+            if ev.ep is None:
+                t = ev.type
+                if t == started_type:
+                    if self.started is None:
+                        self.started = ev.data
+                elif t == resumed_type:
+                    self.resumes.append(
+                        {
+                            "seq": ev.seq,
+                            "kept": ev.data.get("kept"),
+                            "abandoned": ev.data.get("abandoned"),
+                            "concurrency": ev.data.get("concurrency"),
+                        }
+                    )
+                elif t == finished_type:
+                    self.finished = ev.data
+            elif self.started is None:
+                raise ArtifactError(
+                    f"{LOG_FILE}: event #{ev.seq} comes before run.started; the log does not start "
+                    "with its plan, so it cannot be scored"
+                )
+            yield ev
+
+
+def _plan_of(started: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if started is None or not isinstance(started.get("plan"), Mapping):
+        raise ArtifactError(f"{LOG_FILE} has no run.started event with a plan; it is not a run log")
+    plan: Mapping[str, Any] = started["plan"]
+    return plan
+
+
+class _Spill:
+    """Rows written as they complete, read back in plan order through offsets."""
+
+    def __init__(self, run_dir: Path, n_slots: int) -> None:
+        self.file = tempfile.TemporaryFile(dir=run_dir, prefix=".results-", suffix=".spill")  # noqa: SIM115
+        self.offsets = array("q", [-1]) * n_slots
+        self.lengths = array("l", [0]) * n_slots
+        self.pos = 0
+
+    def put(self, slot: int, line: bytes) -> None:
+        self.file.write(line)
+        self.offsets[slot] = self.pos
+        self.lengths[slot] = len(line)
+        self.pos += len(line)
+
+    def write_ordered(self, out: Any) -> None:
+        self.file.flush()
+        if self.pos == 0:
+            return
+        with mmap.mmap(self.file.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            buf: list[bytes] = []
+            size = 0
+            for slot, off in enumerate(self.offsets):
+                if off >= 0:
+                    chunk = mm[off : off + self.lengths[slot]]
+                    buf.append(chunk)
+                    size += len(chunk)
+                    if size >= 1 << 20:
+                        out.write(b"".join(buf))
+                        buf.clear()
+                        size = 0
+            out.write(b"".join(buf))
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def build_artifacts(run_dir: str | os.PathLike[str]) -> ArtifactSet:
+    """Stream ``<run_dir>/events.jsonl`` once and (re)write the four derived artifacts."""
+    from effectbench.projections.episodes import ProjectionError, project_episodes
+
+    root = Path(run_dir)
+    log_path = root / LOG_FILE
+    if not log_path.is_file():
+        raise ArtifactError(
+            f"no {LOG_FILE} in {root}; give the run directory that holds the event log"
+        )
+    reader = read_log(log_path, verify=True)
+    facts = _RunFacts()
+    acc: MetricsAccumulator | None = None
+    spill: _Spill | None = None
+    dumps = orjson.dumps
+    episodes = 0
+    try:
+        for rec in project_episodes(facts.tap(iter(reader))):
+            if acc is None:
+                acc = MetricsAccumulator(PlanIndex.from_plan(_plan_of(facts.started)))
+                spill = _Spill(root, len(acc.plan))
+            slot = acc.add(rec)
+            assert spill is not None
+            spill.put(slot, dumps(record_row(rec), option=_ROW_OPTS) + b"\n")
+            episodes += 1
+        plan = _plan_of(facts.started)
+        if acc is None:
+            acc = MetricsAccumulator(PlanIndex.from_plan(plan))
+        metrics = acc.document(scoring_version())
+        manifest = _manifest(
+            facts, plan, acc, reader.count, reader.last_hash, reader.torn_tail, log_path
+        )
+        results_tmp = root / (RESULTS_FILE + ".tmp")
+        with open(results_tmp, "wb") as out:
+            if spill is not None:
+                spill.write_ordered(out)
+        os.replace(results_tmp, root / RESULTS_FILE)
+    except LogError as exc:
+        raise ArtifactError(
+            f"{log_path}: {exc}; run `effectbench verify {root}` for every problem"
+        ) from None
+    except (ProjectionError, MetricsError) as exc:
+        raise ArtifactError(f"{log_path}: {exc}") from None
+    except OSError as exc:
+        raise ArtifactError(f"cannot write artifacts in {root}: {exc.strerror or exc}") from None
+    finally:
+        if spill is not None:
+            spill.close()
+    _write_atomic(root / METRICS_FILE, dump_json(metrics))
+    _write_atomic(root / MANIFEST_FILE, dump_json(manifest))
+    _write_atomic(root / SUMMARY_FILE, render_summary(manifest, metrics).encode("utf-8"))
+    return ArtifactSet(
+        run_dir=root,
+        results=root / RESULTS_FILE,
+        manifest=root / MANIFEST_FILE,
+        metrics=root / METRICS_FILE,
+        summary=root / SUMMARY_FILE,
+        events=reader.count,
+        episodes=episodes,
+        final_hash=reader.last_hash,
+    )
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def _task_entry(task: Mapping[str, Any]) -> dict[str, Any]:
+    from effectbench.codec import converter
+    from effectbench.model import Effect
+
+    entry = {
+        key: task.get(key)
+        for key in (
+            "task_id",
+            "category",
+            "substrate",
+            "split",
+            "reversible",
+            "effect_declared",
+            "correct_action_available",
+        )
+    }
+    try:
+        entry["effect_hash"] = converter.structure(task["expected_effect"], Effect).content_hash()
+    except Exception:  # noqa: BLE001 - a task the plan cannot rebuild has no hash to state
+        entry["effect_hash"] = None
+    entry["adversarially_audited_declared"] = bool(
+        (task.get("oracle") or {}).get("adversarially_audited", False)
+    )
+    return entry
+
+
+def _dependency_versions() -> dict[str, str | None]:
+    import importlib_metadata
+
+    try:
+        requires = importlib_metadata.distribution("effectbench").requires or []
+    except importlib_metadata.PackageNotFoundError:
+        return {}
+    out: dict[str, str | None] = {}
+    for req in requires:
+        if ";" in req and "extra" in req.split(";", 1)[1]:
+            continue
+        name = re.split(r"[\s<>=!~;\[(]", req, maxsplit=1)[0]
+        try:
+            out[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            out[name] = None
+    return dict(sorted(out.items()))
+
+
+def _attestations(plan: Mapping[str, Any], log_path: Path) -> dict[str, Any]:
+    """``adversarially_audited`` only from audit evidence: this log, when it is an audit run."""
+    try:
+        from effectbench.audit import AUDIT_ARMS, audit_log
+    except ImportError:
+        return {"adversarially_audited": None, "source": "audit module unavailable"}
+    arms = [a if isinstance(a, str) else a.get("name") for a in plan.get("arms", ())]
+    if not set(AUDIT_ARMS) <= set(arms):
+        return {
+            "adversarially_audited": None,
+            "source": "no audit evidence in this log (run `effectbench audit` to produce it)",
+        }
+    try:
+        report = audit_log(log_path)
+    except Exception as exc:  # noqa: BLE001 - no evidence means no attestation, never a guess
+        return {"adversarially_audited": None, "source": f"audit of this log failed: {exc}"}
+    return {
+        "adversarially_audited": dict(sorted(report.attestations.items())),
+        "source": f"{LOG_FILE} (audit run)",
+    }
+
+
+def _manifest(
+    facts: _RunFacts,
+    plan: Mapping[str, Any],
+    acc: MetricsAccumulator,
+    events: int,
+    final_hash: str,
+    torn_tail: bool,
+    log_path: Path,
+) -> dict[str, Any]:
+    from effectbench import __version__
+
+    started = facts.started or {}
+    recorded_versions = dict(started.get("versions") or plan.get("versions") or {})
+    codes = acc.codes
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "run_id": started.get("run_id"),
+        "versions": {
+            "package": __version__,
+            "spec": SPEC_VERSION,
+            "scoring": scoring_version(),
+            "events_schema": SCHEMA_ID,
+        },
+        "recorded_versions": recorded_versions,
+        "provider": dict(plan.get("provider") or {}),
+        "pack_fingerprint": plan.get("pack_fingerprint"),
+        "plan_hash": started.get("plan_hash"),
+        "tasks": [_task_entry(t) for t in plan.get("tasks", ())],
+        "task_globs": list(plan.get("task_globs") or []),
+        "arms": list(acc.plan.arms),
+        "trials": acc.plan.trials,
+        "k": acc.plan.k,
+        "concurrency": started.get("concurrency"),
+        "resumes": facts.resumes,
+        "z": Z95,
+        "episodes": {
+            "planned": len(acc.plan),
+            "recorded": len(codes) - codes.count(0),
+            "eligible": sum(1 for c in codes if c >= FIRST_ELIGIBLE),
+        },
+        "run_finished": None if facts.finished is None else dict(facts.finished),
+        "log": {
+            "file": LOG_FILE,
+            "events": events,
+            "final_hash": final_hash,
+            "torn_tail": torn_tail,
+        },
+        "artifacts": list(ARTIFACT_FILES),
+        "python": {
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+        },
+        "platform": {
+            "system": platform.system(),
+            "machine": platform.machine(),
+            "release": platform.release(),
+        },
+        "dependencies": _dependency_versions(),
+        "attestations": _attestations(plan, log_path),
+    }
+
+
+def manifest_plan_index(manifest: Mapping[str, Any]) -> PlanIndex:
+    """The planned episode set as the manifest states it."""
+    return PlanIndex.from_plan(manifest)
+
+
+# --------------------------------------------------------------------------- recompute and render
+
+
+def recompute_metrics_from_results(
+    results_path: str | os.PathLike[str], manifest: Mapping[str, Any]
+) -> dict[str, Any]:
+    """metrics.json's content from results.jsonl rows alone (same accumulator, same shape)."""
+    acc = MetricsAccumulator(manifest_plan_index(manifest), float(manifest.get("z", Z95)))
+    with open(results_path, "rb") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                acc.add(record_from_row(orjson.loads(line)))
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise ArtifactError(
+                    f"{results_path} line {line_no}: not a results row ({exc})"
+                ) from None
+    version = (manifest.get("versions") or {}).get("scoring") or scoring_version()
+    return acc.document(str(version))
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _rate(block: Mapping[str, Any]) -> str:
+    ci = block.get("ci95")
+    interval = "" if ci is None else f" [{_pct(ci[0])}, {_pct(ci[1])}]"
+    return f"{block['numerator']}/{block['denominator']} {_pct(block.get('rate'))}{interval}"
+
+
+def _gap(block: Mapping[str, Any]) -> str:
+    if block.get("value") is None:
+        return "n/a"
+    ci = block.get("ci95")
+    interval = "" if ci is None else f" [{_signed(ci[0])}, {_signed(ci[1])}]"
+    return f"{block['screen_success']}/{block['denominator']} - {block['task_success']}/{block['denominator']} = {_signed(block['value'])}{interval} (paired)"
+
+
+def _signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:+.1f} pp"
+
+
+def _clustered(block: Mapping[str, Any]) -> str:
+    ci = block.get("ci95")
+    if block.get("mean") is None:
+        return "n/a"
+    if ci is None:
+        return f"{block['mean']:.3f} (interval needs >= 2 episodes)"
+    return f"{block['mean']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] over {block['n_clusters']} tasks"
+
+
+def _prefix(block: Mapping[str, Any]) -> str:
+    ci = block.get("ci95")
+    interval = "" if ci is None else f" [{_pct(ci[0])}, {_pct(ci[1])}]"
+    return (
+        f"{block['successes']}/{block['eligible_tasks']} {_pct(block.get('value'))}{interval}, "
+        f"coverage {block['eligible_tasks']}/{block['total_tasks']}"
+    )
+
+
+def _est(block: Mapping[str, Any]) -> str:
+    if block.get("value") is None:
+        return "n/a"
+    ci = block.get("ci95")
+    interval = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+    return f"{block['value']:.3f}{interval}"
+
+
+def _diff(block: Mapping[str, Any]) -> str:
+    if block.get("difference") is None:
+        return "n/a"
+    ci = block.get("ci95")
+    interval = "" if ci is None else f" [{_signed(ci[0])}, {_signed(ci[1])}]"
+    return f"{_signed(block['difference'])}{interval}"
+
+
+def _p(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def _ks(block: Mapping[str, Any]) -> list[str]:
+    return sorted(block, key=int)
+
+
+def render_summary(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
+    """summary.md from the manifest and metrics alone (jinja2 template in the package)."""
+    import jinja2
+
+    source = (
+        resources.files("effectbench")
+        .joinpath("templates/summary.md.j2")
+        .read_text(encoding="utf-8")
+    )
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    template = env.from_string(source)
+    return template.render(
+        m=manifest,
+        metrics=metrics,
+        arms=list(metrics.get("arm_order") or metrics["arms"]),
+        pct=_pct,
+        rate=_rate,
+        gap=_gap,
+        clustered=_clustered,
+        prefix=_prefix,
+        est=_est,
+        diff=_diff,
+        p=_p,
+        num=_num,
+        ks=_ks,
+    )

@@ -1,0 +1,464 @@
+"""Run-directory artifacts built from a synthetic events.jsonl (real log writer, real typed
+events, no scheduler): they agree with each other, rescore byte-identically, and
+metrics.json can be recomputed from results.jsonl alone."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from effectbench.artifacts import (
+    ARTIFACT_FILES,
+    ArtifactError,
+    build_artifacts,
+    record_from_row,
+    recompute_metrics_from_results,
+)
+from effectbench.codec import converter
+from effectbench.events import (
+    ArmStarted,
+    ArmTelemetry,
+    EpisodeFailed,
+    EpisodeFinished,
+    EpisodePlanned,
+    EpisodeProvisioned,
+    PostRead,
+    PreSnapshot,
+    Reported,
+    RunFinished,
+    RunStarted,
+    event_data,
+)
+from effectbench.log import LogEntry, write_events_sync
+from effectbench.model import (
+    Category,
+    Effect,
+    FieldEquals,
+    OracleSpec,
+    ParamRef,
+    RecordWritten,
+    Snapshot,
+    TaskSpec,
+    trial_params,
+)
+from effectbench.plan import Plan, ProviderInfo, build_plan, episode_id, episodes
+
+# --------------------------------------------------------------------------- synthetic runs
+
+
+def make_task(
+    task_id: str, category: str = "control", substrate: str = "web", available: bool = True
+) -> TaskSpec:
+    return TaskSpec(
+        task_id=task_id,
+        title=task_id,
+        substrate=substrate,
+        category=Category(category),
+        goal="Record the triage note for the patient.",
+        expected_effect=Effect(
+            RecordWritten(table="notes", selector={"patient": "p1", "body": ParamRef("body")}),
+            (FieldEquals("status", "final"),),
+        ),
+        oracle=OracleSpec(tables=("notes",)),
+        correct_action_available=available,
+        params={"body": "triage {tag}"},
+    )
+
+
+TASKS = (
+    make_task("c1-save", "C1_partial_save"),
+    make_task("c2-dup", "C2_duplicate_submission"),
+    make_task("ctl-ok", "control"),
+    make_task("ctl-none", "control", available=False),
+)
+
+Scenario = str
+"""success | phantom | duplicate | wrong_field | over_halt | false_abort | fail_env | unreadable | unfinished"""
+
+
+def default_scenario(arm: str, task: TaskSpec, trial: int) -> Scenario:
+    if arm == "screen_only":
+        table = {
+            "c1-save": ["wrong_field", "success", "wrong_field"],
+            "c2-dup": ["duplicate", "duplicate", "success"],
+            "ctl-ok": ["success", "success", "fail_env"],
+            "ctl-none": ["phantom", "phantom", "phantom"],
+        }
+    else:
+        table = {
+            "c1-save": ["over_halt", "success", "over_halt"],
+            "c2-dup": ["false_abort", "success", "success"],
+            "ctl-ok": ["success", "unreadable", "success"],
+            "ctl-none": ["over_halt", "over_halt", "over_halt"],
+        }
+    return table[task.task_id][trial % 3]
+
+
+def _row(body: str, status: str = "final", id_: int = 1) -> dict[str, Any]:
+    return {"id": id_, "patient": "p1", "body": body, "status": status}
+
+
+def episode_events(spec: Any, scenario: Scenario, trial_ms: float) -> list[LogEntry]:
+    ep = spec.episode_id
+    body = spec.params["body"]
+    pre = Snapshot(True, {"notes": ()})
+    post_rows: tuple[dict[str, Any], ...] = ()
+    reported = True
+    if scenario in ("success", "false_abort"):
+        post_rows = (_row(body),)
+    elif scenario == "duplicate":
+        post_rows = (_row(body), _row(body, id_=2))
+    elif scenario == "wrong_field":
+        post_rows = (_row(body, status="draft"),)
+    if scenario in ("over_halt", "false_abort"):
+        reported = False
+    task = spec.task
+    out: list[LogEntry] = [
+        (
+            EpisodePlanned.TYPE,
+            event_data(
+                EpisodePlanned(
+                    arm=spec.arm,
+                    task_id=task.task_id,
+                    trial=spec.trial,
+                    params=dict(spec.params),
+                    category=task.category.value,
+                    substrate=task.substrate.value,
+                    split=task.split.value,
+                    reversible=task.reversible,
+                    effect_declared=task.effect_declared,
+                    correct_action_available=task.correct_action_available,
+                    effect=converter.unstructure(spec.effect),
+                    effect_hash=spec.effect.content_hash(),
+                )
+            ),
+            ep,
+        ),
+        (EpisodeProvisioned.TYPE, event_data(EpisodeProvisioned(setup_ms=2.0 + trial_ms)), ep),
+    ]
+    if scenario == "fail_env":
+        out.append(
+            (
+                EpisodeFailed.TYPE,
+                {"failure_class": "environment", "stage": "provision", "error": "boom"},
+                ep,
+            )
+        )
+        return out
+    out += [
+        (
+            PreSnapshot.TYPE,
+            event_data(PreSnapshot(attempt=0, snapshot=converter.unstructure(pre))),
+            ep,
+        ),
+        (ArmStarted.TYPE, {}, ep),
+        (
+            ArmTelemetry.TYPE,
+            event_data(
+                ArmTelemetry(
+                    model_calls=2, input_tokens=100, output_tokens=20, cost_usd=0.01, actions=3
+                )
+            ),
+            ep,
+        ),
+        (
+            Reported.TYPE,
+            event_data(
+                Reported(
+                    reported_success=reported, halted=not reported, message="", wall_ms=trial_ms
+                )
+            ),
+            ep,
+        ),
+    ]
+    if scenario == "unfinished":
+        return out
+    post = (
+        Snapshot.unreadable("database locked")
+        if scenario == "unreadable"
+        else Snapshot(True, {"notes": post_rows})
+    )
+    out.append(
+        (PostRead.TYPE, event_data(PostRead(attempt=0, snapshot=converter.unstructure(post))), ep)
+    )
+    out.append((EpisodeFinished.TYPE, {}, ep))
+    return out
+
+
+def make_plan(arms: Sequence[str] = ("screen_only", "effect_verified"), trials: int = 3) -> Plan:
+    return build_plan(
+        ProviderInfo("synthetic", "0.1", "effectbench-tests"), TASKS, list(arms), trials
+    )
+
+
+def write_run(
+    run_dir: Path,
+    plan: Plan | None = None,
+    scenario: Callable[[str, TaskSpec, int], Scenario] = default_scenario,
+    concurrency: int = 1,
+    seed: int = 0,
+) -> Path:
+    """A run log whose episodes interleave like ``concurrency`` workers would, in seeded order."""
+    plan = plan or make_plan()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rnd = random.Random(seed)
+    entries: list[LogEntry] = [
+        (
+            RunStarted.TYPE,
+            {
+                "run_id": "run-test",
+                "plan": plan.to_json(),
+                "plan_hash": plan.plan_hash,
+                "versions": dict(plan.versions),
+                "concurrency": concurrency,
+            },
+            None,
+        )
+    ]
+    pending: list[Iterator[LogEntry]] = []
+    specs = list(episodes(plan))
+    active: list[Iterator[LogEntry]] = []
+    while specs or active:
+        while specs and len(active) < concurrency:
+            spec = specs.pop(0)
+            ms = 100.0 + rnd.random() * 50 * concurrency
+            active.append(iter(episode_events(spec, scenario(spec.arm, spec.task, spec.trial), ms)))
+        it = active[rnd.randrange(len(active))] if concurrency > 1 else active[0]
+        nxt = next(it, None)
+        if nxt is None:
+            active.remove(it)
+        else:
+            entries.append(nxt)
+    del pending
+    entries.append(
+        (
+            RunFinished.TYPE,
+            {"interrupted": False, "episodes_finished": 0, "episodes_failed": 0},
+            None,
+        )
+    )
+    write_events_sync(run_dir / "events.jsonl", entries, ts=1_700_000_000.0)
+    return run_dir
+
+
+def read_rows(run_dir: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (run_dir / "results.jsonl").read_bytes().splitlines()]
+
+
+def load(run_dir: Path, name: str) -> Any:
+    return orjson.loads((run_dir / name).read_bytes())
+
+
+def drop_timing(value: Any) -> Any:
+    """Everything but the clearly separated timing/position keys."""
+    if isinstance(value, dict):
+        return {
+            k: drop_timing(v)
+            for k, v in value.items()
+            if k not in ("telemetry", "evidence", "concurrency", "resumes", "log")
+        }
+    if isinstance(value, list):
+        return [drop_timing(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- tests
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    d = write_run(tmp_path / "run")
+    build_artifacts(d)
+    return d
+
+
+def test_writes_all_four_artifacts(run: Path) -> None:
+    for name in ARTIFACT_FILES:
+        assert (run / name).is_file()
+    assert not [p.name for p in run.iterdir() if p.name.endswith((".tmp", ".spill"))]
+
+
+def test_results_rows_in_plan_order_with_labels_evidence_and_null_telemetry(run: Path) -> None:
+    rows = read_rows(run)
+    plan = make_plan()
+    assert [r["episode_id"] for r in rows] == [
+        episode_id(s.arm, s.task.task_id, s.trial) for s in episodes(plan)
+    ]
+    by_id = {r["episode_id"]: r for r in rows}
+    dup = by_id["screen_only::c2-dup::t0"]
+    assert (dup["outcome"], dup["swer_variant"], dup["true_state"], dup["eligible"]) == (
+        "SILENT_WRONG_EFFECT",
+        "wrong_write",
+        "WRONG_PERSISTED",
+        True,
+    )
+    assert by_id["screen_only::ctl-none::t0"]["swer_variant"] == "phantom"
+    failed = by_id["screen_only::ctl-ok::t2"]
+    assert (failed["eligible"], failed["failure_class"], failed["outcome"]) == (
+        False,
+        "environment",
+        None,
+    )
+    assert failed["telemetry"]["wall_ms"] is None and failed["telemetry"]["model_calls"] is None
+    unreadable = by_id["effect_verified::ctl-ok::t1"]
+    assert (unreadable["true_state"], unreadable["eligible"], unreadable["failure_class"]) == (
+        "UNREADABLE",
+        False,
+        "evaluation",
+    )
+    assert dup["category"] == "C2_duplicate_submission" and dup["substrate"] == "web"
+    # evidence pointers name real log lines of this episode
+    lines = (run / "events.jsonl").read_bytes().splitlines()
+    for kind, pointer in dup["evidence"].items():
+        file, seq = pointer.split("#")
+        event = orjson.loads(lines[int(seq)])
+        assert (
+            file == "events.jsonl" and event["ep"] == dup["episode_id"] and event["seq"] == int(seq)
+        )
+        assert kind in ("planned", "pre_snapshot", "reported", "post_read", "terminal")
+
+
+def test_metrics_shape_and_values(run: Path) -> None:
+    m = load(run, "metrics.json")
+    assert m["schema"] == "effectbench.metrics/1"
+    assert set(m["arms"]) == {"screen_only", "effect_verified"}
+    a = m["arms"]["screen_only"]
+    for key in (
+        "swer",
+        "swer_wrong_write",
+        "swer_phantom",
+        "over_halt",
+        "task_success",
+        "screen_success",
+    ):
+        assert set(a[key]) == {"numerator", "denominator", "rate", "ci95"}
+    for key in ("n_episodes", "n_eligible", "coverage", "gap", "outcome_counts", "cells"):
+        assert key in a
+    for key in ("pass_at_1", "pass_at_k", "pass_pow_k", "pass_hat_k"):
+        assert key in a
+    # screen_only: 12 planned, 1 failed -> 11 eligible; SWER = 2 wrong_field + 2 duplicate + 3 phantom
+    assert (a["n_episodes"], a["n_eligible"]) == (12, 11)
+    assert (a["swer"]["numerator"], a["swer"]["denominator"]) == (7, 11)
+    assert a["swer_wrong_write"]["numerator"] == 4 and a["swer_phantom"]["numerator"] == 3
+    assert a["outcome_counts"]["success"] == 4
+    e = m["arms"]["effect_verified"]
+    assert e["failure_counts"]["evaluation"] == 1 and e["n_eligible"] == 11
+    assert e["over_halt"]["numerator"] == 2 and e["outcome_counts"]["safe_halt"] == 3
+    assert [c["first"] for c in m["comparisons"]] == ["screen_only"]
+
+
+def test_artifacts_agree(run: Path) -> None:
+    rows = read_rows(run)
+    manifest = load(run, "manifest.json")
+    metrics = load(run, "metrics.json")
+    summary = (run / "summary.md").read_text()
+    assert manifest["episodes"]["recorded"] == len(rows)
+    assert manifest["episodes"]["eligible"] == sum(r["eligible"] for r in rows)
+    assert manifest["episodes"]["planned"] == sum(a["n_episodes"] for a in metrics["arms"].values())
+    assert manifest["arms"] == metrics["arm_order"] and manifest["k"] == metrics["k"] == 3
+    assert manifest["versions"]["scoring"] == metrics["scoring_version"]
+    for arm, block in metrics["arms"].items():
+        mine = [r for r in rows if r["arm"] == arm]
+        assert block["n_eligible"] == sum(r["eligible"] for r in mine)
+        assert block["swer"]["numerator"] == sum(
+            r["outcome"] == "SILENT_WRONG_EFFECT" for r in mine
+        )
+        swer = block["swer"]
+        assert f"{swer['numerator']}/{swer['denominator']}" in summary
+        assert f"| {arm} |" in summary
+    # every count in the summary's headline comes from metrics.json
+    assert "SWER" in summary and "over-halt" in summary and "UNREADABLE" in summary
+
+
+def test_metrics_recomputed_from_results_alone(run: Path) -> None:
+    manifest = load(run, "manifest.json")
+    recomputed = recompute_metrics_from_results(run / "results.jsonl", manifest)
+    assert recomputed == load(run, "metrics.json")
+
+
+def test_rescore_is_byte_identical(run: Path) -> None:
+    before = {name: (run / name).read_bytes() for name in ARTIFACT_FILES}
+    for name in ARTIFACT_FILES:
+        (run / name).unlink()
+    build_artifacts(run)
+    assert {name: (run / name).read_bytes() for name in ARTIFACT_FILES} == before
+    build_artifacts(run)  # over existing files too
+    assert {name: (run / name).read_bytes() for name in ARTIFACT_FILES} == before
+
+
+def test_non_timing_fields_identical_across_concurrency(tmp_path: Path) -> None:
+    one = write_run(tmp_path / "c1", concurrency=1)
+    many = write_run(tmp_path / "c8", concurrency=8, seed=7)
+    build_artifacts(one)
+    build_artifacts(many)
+    assert (one / "events.jsonl").read_bytes() != (many / "events.jsonl").read_bytes()
+    assert drop_timing(load(one, "metrics.json")) == drop_timing(load(many, "metrics.json"))
+    assert [drop_timing(r) for r in read_rows(one)] == [drop_timing(r) for r in read_rows(many)]
+    m1, m8 = load(one, "manifest.json"), load(many, "manifest.json")
+    assert (m1["concurrency"], m8["concurrency"]) == (1, 8)
+    assert drop_timing(m1) == drop_timing(m8)
+
+
+def test_interrupted_run_counts_unfinished_episodes_in_coverage(tmp_path: Path) -> None:
+    def scenario(arm: str, task: TaskSpec, trial: int) -> Scenario:
+        return "unfinished" if (task.task_id, trial) == ("ctl-ok", 1) else "success"
+
+    d = write_run(tmp_path / "run", make_plan(["a"]), scenario)
+    build_artifacts(d)
+    a = load(d, "metrics.json")["arms"]["a"]
+    assert (a["n_episodes"], a["n_eligible"], a["failure_counts"]["unknown"]) == (12, 11, 1)
+    assert a["coverage"] == pytest.approx(11 / 12)
+    assert a["pass_at_k"]["eligible_tasks"] == 3 and a["pass_at_k"]["coverage"] == 0.75
+
+
+def test_manifest_records_versions_provider_chain_and_environment(run: Path) -> None:
+    m = load(run, "manifest.json")
+    plan = make_plan()
+    assert m["provider"] == {
+        "name": "synthetic",
+        "version": "0.1",
+        "distribution": "effectbench-tests",
+    }
+    assert m["pack_fingerprint"] == plan.pack_fingerprint and m["plan_hash"] == plan.plan_hash
+    assert set(m["versions"]) == {"package", "spec", "scoring", "events_schema"}
+    assert [t["task_id"] for t in m["tasks"]] == [t.task_id for t in TASKS]
+    assert all(len(t["effect_hash"]) == 64 for t in m["tasks"])
+    assert m["trials"] == 3 and m["z"] == 1.959963984540054 and m["concurrency"] == 1
+    lines = (run / "events.jsonl").read_bytes().splitlines()
+    assert m["log"]["events"] == len(lines)
+    assert m["log"]["final_hash"] == orjson.loads(lines[-1])["h"]
+    assert m["python"]["version"] and m["platform"]["system"]
+    assert "orjson" in m["dependencies"] and "jinja2" in m["dependencies"]
+    # no audit evidence in an ordinary run: the attestation is absent, never assumed
+    assert m["attestations"]["adversarially_audited"] is None
+
+
+def test_rows_round_trip_to_records(run: Path) -> None:
+    for row in read_rows(run):
+        rec = record_from_row(row)
+        assert rec.episode_id == row["episode_id"] and rec.eligible == row["eligible"]
+
+
+def test_missing_log_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ArtifactError, match="no events.jsonl"):
+        build_artifacts(tmp_path)
+
+
+def test_corrupt_log_is_an_artifact_error_not_a_traceback(run: Path) -> None:
+    log = run / "events.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[3] = lines[3].replace(b'"ep"', b'"eP"', 1)
+    log.write_bytes(b"".join(lines))
+    with pytest.raises(ArtifactError, match="line 4"):
+        build_artifacts(run)
+
+
+def test_unused_trial_params_are_the_plan_ones() -> None:
+    # the synthetic log uses the same payload derivation as the scheduler
+    spec = next(iter(episodes(make_plan())))
+    assert spec.params == trial_params(spec.task, spec.trial)
