@@ -54,9 +54,9 @@ __all__ = [
     "build_artifacts",
     "dump_json",
     "manifest_plan_index",
+    "recompute_metrics_from_results",
     "record_from_row",
     "record_row",
-    "recompute_metrics_from_results",
     "render_summary",
     "scoring_version",
 ]

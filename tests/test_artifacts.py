@@ -16,8 +16,8 @@ from effectbench.artifacts import (
     ARTIFACT_FILES,
     ArtifactError,
     build_artifacts,
-    record_from_row,
     recompute_metrics_from_results,
+    record_from_row,
 )
 from effectbench.codec import converter
 from effectbench.events import (
