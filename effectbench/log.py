@@ -453,14 +453,15 @@ def _open_for_write(path: Path, append: bool) -> Any:
         raise LogError(f"cannot write event log {path}: {e.strerror or e}") from None
 
 
-_Item: TypeAlias = tuple[str, float, str | None, bytes]
+_Item: TypeAlias = tuple[str, str | None, bytes]  # type, ep, serialised data
 
 
 class LogWriter:
     """Handle for emitting events; only the writer task started by open_log_writer writes.
 
-    ``emit`` stamps the wall time, serialises ``data`` (so a bad payload raises at the
-    caller) and queues it; it waits only when the queue is full. After the context
+    ``emit`` serialises ``data`` (so a bad payload raises at the caller) and queues it;
+    it waits only when the queue is full. The writer stamps ``ts`` per batch, so ``ts``
+    never decreases along ``seq`` (unless the wall clock itself steps back). After the context
     exits, ``count`` (events in the whole file), ``written`` (by this writer),
     ``last_seq`` and ``last_hash`` describe the log (the manifest records the hash).
     """
@@ -495,7 +496,7 @@ class LogWriter:
             raise TypeError(f"event type must be a non-empty string, got {type!r}")
         if ep is not None and ep.__class__ is not str:
             raise TypeError(f"episode key must be a string or None, got {ep!r}")
-        item = (type, time.time(), ep, _dump_data(data))
+        item = (type, ep, _dump_data(data))
         try:
             try:
                 self._send.send_nowait(item)
@@ -535,8 +536,9 @@ class LogWriter:
     def _write(self, batch: list[_Item], f: Any) -> None:
         prev = self._prev
         seq = self._next
+        ts = time.time()  # one stamp per batch: the lines reach the file together
         parts = []
-        for type_, ts, ep, data_json in batch:
+        for type_, ep, data_json in batch:
             line, prev = _encode(prev, seq, type_, ts, ep, data_json)
             parts.append(line)
             seq += 1
