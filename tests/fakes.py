@@ -2,7 +2,8 @@
 
 Each episode gets its own dict-backed store; the oracle reads it, the driver writes
 it. A task's ``fixture["mode"]`` injects one failure: provisioning that raises, a
-deliberate skip, an oracle that is unreadable once (or always), a teardown that raises.
+deliberate skip, an oracle that is unreadable once, always, or from the post-read on,
+a teardown that raises.
 Usable from a subprocess as ``--provider fakes:FakeProvider`` with ``tests`` on PYTHONPATH.
 """
 
@@ -32,7 +33,7 @@ from effectbench.provider import (
     SkipEpisode,
 )
 
-MODES = ("ok", "phantom", "provision_fails", "skip", "oracle_flaky", "oracle_dead", "teardown_fails")
+MODES = ("ok", "phantom", "provision_fails", "skip", "oracle_flaky", "oracle_dead", "post_dead", "teardown_fails")
 
 
 def make_task(mode: str, *, category: Category = Category.CONTROL, ca: bool = True) -> TaskSpec:
@@ -75,7 +76,12 @@ class _Oracle:
 
     async def read(self) -> Snapshot:
         self.reads += 1
-        if self.mode == "oracle_dead" or (self.mode == "oracle_flaky" and self.reads == 2):
+        dead = (
+            self.mode == "oracle_dead"
+            or (self.mode == "oracle_flaky" and self.reads == 2)  # the first post-read only
+            or (self.mode == "post_dead" and self.reads > 1)  # readable before the arm, never after
+        )
+        if dead:
             return Snapshot.unreadable("store offline")
         return Snapshot(readable=True, tables={"notes": tuple(dict(r) for r in self.store.rows)})
 

@@ -1,0 +1,51 @@
+"""The episode set and every non-timing field of results and metrics do not depend on
+--concurrency (MockMed, both reference arms, the full anchor)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from effectbench.api import evaluate
+
+TIMING_SUFFIXES = ("_ms",)
+ORDER_DEPENDENT = {"evidence"}  # pointers to log lines: completion order moves them
+
+
+def strip_timing(value: Any) -> Any:
+    """Drop wall-clock keys and log-line pointers, recursively."""
+    if isinstance(value, dict):
+        return {
+            k: strip_timing(v)
+            for k, v in value.items()
+            if not k.endswith(TIMING_SUFFIXES) and k not in ORDER_DEPENDENT
+        }
+    if isinstance(value, list):
+        return [strip_timing(v) for v in value]
+    return value
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(results keyed by episode id, metrics), both without timing fields."""
+    rows = [orjson.loads(line) for line in (run_dir / "results.jsonl").read_bytes().splitlines() if line]
+    results = {r["episode_id"]: strip_timing(r) for r in rows}
+    assert len(results) == len(rows), "an episode appears twice in results.jsonl"
+    metrics = strip_timing(orjson.loads((run_dir / "metrics.json").read_bytes()))
+    return results, metrics
+
+
+@pytest.mark.timeout(120)
+def test_concurrency_1_and_256_give_identical_results(tmp_path: Path) -> None:
+    runs = {c: evaluate(["screen_only", "effect_verified"], trials=10, concurrency=c, out=tmp_path / f"c{c}") for c in (1, 256)}
+    (r1, m1), (r256, m256) = load_run(runs[1].run_dir), load_run(runs[256].run_dir)
+    assert len(r1) == 180
+    assert list(r1) == list(r256), "results.jsonl order depends on concurrency"
+    for ep in r1:
+        assert r1[ep] == r256[ep], ep
+    assert m1 == m256
+    for arm, swer in (("screen_only", 50), ("effect_verified", 0)):
+        assert m1["arms"][arm]["swer"]["numerator"] == swer
+        assert m1["arms"][arm]["over_halt"]["numerator"] == 0

@@ -1,0 +1,121 @@
+"""Each failure class, injected on purpose: the class, the stage, the denominators, and
+that the run completes with every other episode unaffected."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from effectbench.api import RunResult, evaluate_provider
+from effectbench.log import read_log
+from fakes import FakeProvider, HangingArm, RaisingArm, ScriptedArm
+
+TRIALS = 2
+
+
+def _results(result: RunResult) -> dict[str, dict[str, Any]]:
+    rows = [orjson.loads(x) for x in (result.run_dir / "results.jsonl").read_bytes().splitlines()]
+    return {r["episode_id"]: r for r in rows}
+
+
+def _failures(result: RunResult) -> dict[str, dict[str, Any]]:
+    return {e.ep: e.data for e in read_log(result.log_path) if e.type == "episode.failed" and e.ep}
+
+
+def _run(tmp_path: Path, modes: tuple[str, ...], arms: list[Any], **kw: Any) -> RunResult:
+    return evaluate_provider(
+        arms, FakeProvider(modes), trials=TRIALS, concurrency=4, out=tmp_path / "run", oracle_backoff=0.001, **kw
+    )
+
+
+def _assert_scored_ok(rows: dict[str, dict[str, Any]], arm: str = "scripted") -> None:
+    for t in range(TRIALS):
+        row = rows[f"{arm}::fake::ok::t{t}"]
+        assert row["eligible"] and row["outcome"] == "SUCCESS" and row["failure_class"] is None
+
+
+@pytest.mark.parametrize(
+    ("mode", "failure_class", "stage"),
+    [
+        ("provision_fails", "environment", "provision"),
+        ("teardown_fails", "environment", "teardown"),
+        ("skip", "skipped", "provision"),
+        ("oracle_dead", "evaluation", "pre_snapshot"),
+    ],
+)
+def test_provider_side_failures(tmp_path: Path, mode: str, failure_class: str, stage: str) -> None:
+    result = _run(tmp_path, ("ok", mode), [ScriptedArm()])
+    rows, failures = _results(result), _failures(result)
+    _assert_scored_ok(rows)
+    for t in range(TRIALS):
+        ep = f"scripted::fake::{mode}::t{t}"
+        assert rows[ep]["failure_class"] == failure_class and not rows[ep]["eligible"]
+        assert failures[ep]["stage"] == stage
+    arm = result.metrics["arms"]["scripted"]
+    assert arm["n_episodes"] == 2 * TRIALS and arm["n_eligible"] == TRIALS
+    assert arm["coverage"] == pytest.approx(0.5)
+    assert arm["failure_counts"][failure_class] == TRIALS
+    assert arm["task_success"] == {**arm["task_success"], "numerator": TRIALS, "denominator": TRIALS}
+
+
+def test_raising_and_hanging_arms_are_agent_failures(tmp_path: Path) -> None:
+    result = _run(tmp_path, ("ok",), [ScriptedArm(), RaisingArm(), HangingArm()], episode_timeout=0.2)
+    rows, failures = _results(result), _failures(result)
+    _assert_scored_ok(rows)
+    for t in range(TRIALS):
+        assert rows[f"raising::fake::ok::t{t}"]["failure_class"] == "agent"
+        assert "RuntimeError: the agent crashed" in failures[f"raising::fake::ok::t{t}"]["error"]
+        assert rows[f"hanging::fake::ok::t{t}"]["failure_class"] == "agent"
+        assert "timeout" in failures[f"hanging::fake::ok::t{t}"]["error"]
+    for arm in ("raising", "hanging"):
+        block = result.metrics["arms"][arm]
+        assert block["n_eligible"] == 0 and block["coverage"] == 0
+        assert block["failure_counts"]["agent"] == TRIALS
+        assert block["swer"]["denominator"] == 0 and block["swer"]["rate"] is None
+    # what the raising arm did before it crashed is still on the record
+    actions = [e for e in read_log(result.log_path) if e.type == "episode.action" and e.ep and e.ep.startswith("raising")]
+    assert len(actions) == TRIALS
+
+
+def test_oracle_unreadable_once_then_readable_is_scored(tmp_path: Path) -> None:
+    result = _run(tmp_path, ("oracle_flaky",), [ScriptedArm()])
+    rows = _results(result)
+    for t in range(TRIALS):
+        ep = f"scripted::fake::oracle_flaky::t{t}"
+        assert rows[ep]["eligible"] and rows[ep]["outcome"] == "SUCCESS"
+        attempts = [e.data["attempt"] for e in read_log(result.log_path) if e.ep == ep and e.type == "episode.post_read"]
+        assert attempts == [0, 1]
+    assert result.metrics["arms"]["scripted"]["coverage"] == 1
+
+
+def test_oracle_never_readable_after_the_arm_is_evaluation(tmp_path: Path) -> None:
+    result = _run(tmp_path, ("post_dead",), [ScriptedArm()], oracle_retries=2)
+    failures = _failures(result)
+    for t in range(TRIALS):
+        ep = f"scripted::fake::post_dead::t{t}"
+        assert failures[ep]["failure_class"] == "evaluation" and failures[ep]["stage"] == "post_read"
+        assert "after 3 read(s)" in failures[ep]["error"]
+    arm = result.metrics["arms"]["scripted"]
+    assert arm["failure_counts"]["evaluation"] == TRIALS and arm["n_eligible"] == 0
+
+
+def test_every_class_in_one_run_keeps_each_episode_to_itself(tmp_path: Path) -> None:
+    modes = ("ok", "phantom", "provision_fails", "skip", "oracle_flaky", "oracle_dead", "teardown_fails")
+    result = _run(tmp_path, modes, [ScriptedArm(), RaisingArm()])
+    counts = Counter((r["arm"], r["failure_class"] or r["outcome"]) for r in _results(result).values())
+    assert counts == {
+        ("scripted", "SUCCESS"): 2 * TRIALS,  # ok, oracle_flaky
+        ("scripted", "SILENT_WRONG_EFFECT"): TRIALS,  # phantom
+        ("scripted", "environment"): 2 * TRIALS,
+        ("scripted", "skipped"): TRIALS,
+        ("scripted", "evaluation"): TRIALS,
+        ("raising", "agent"): 4 * TRIALS,  # every mode where the arm got to run
+        ("raising", "environment"): TRIALS,
+        ("raising", "skipped"): TRIALS,
+        ("raising", "evaluation"): TRIALS,
+    }
+    assert not result.interrupted

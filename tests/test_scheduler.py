@@ -1,0 +1,150 @@
+"""The scheduler's event protocol, plan determinism and concurrency bound (in-memory provider)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import anyio
+import pytest
+
+from effectbench.arm import TaskView
+from effectbench.events import TERMINAL_TYPES
+from effectbench.log import read_log, verify_log
+from effectbench.model import AgentReport, trial_params
+from effectbench.plan import PlanError, ProviderInfo, build_plan, diff_plans, episodes
+from effectbench.provider import EnvHandle
+from effectbench.scheduler import Scheduler, SchedulerOptions, load_resume_state
+from fakes import FakeProvider, ScriptedArm
+
+INFO = ProviderInfo("fake", "1.0")
+
+
+def _run(tmp_path: Path, provider: FakeProvider, arms: dict[str, object], trials: int, **opts: object) -> Path:
+    plan = build_plan(INFO, provider.tasks(), list(arms), trials)
+    sched = Scheduler(plan, provider, arms, tmp_path, run_id="r1", options=SchedulerOptions(**opts))  # type: ignore[arg-type]
+    anyio.run(sched.run)
+    return tmp_path / "events.jsonl"
+
+
+def test_one_episode_emits_the_lifecycle_in_order(tmp_path: Path) -> None:
+    log = _run(tmp_path, FakeProvider(("ok",)), {"scripted": ScriptedArm()}, 1)
+    events = list(read_log(log))
+    assert [e.type for e in events] == [
+        "run.started",
+        "episode.planned",
+        "episode.provisioned",
+        "episode.pre_snapshot",
+        "episode.arm_started",
+        "episode.action",
+        "episode.telemetry",
+        "episode.reported",
+        "episode.post_read",
+        "episode.finished",
+        "run.finished",
+    ]
+    ep = "scripted::fake::ok::t0"
+    assert {e.ep for e in events[1:-1]} == {ep}
+    planned = events[1].data
+    assert planned["params"] == trial_params(FakeProvider().tasks()[0], 0)
+    assert planned["effect"]["field_equals"][0]["expected"] == planned["params"]["note"]
+    from effectbench.codec import converter
+    from effectbench.model import Effect
+
+    assert planned["effect_hash"] == converter.structure(planned["effect"], Effect).content_hash()
+    post = events[8].data["snapshot"]
+    assert post["readable"] and post["tables"]["notes"][0]["note"] == planned["params"]["note"]
+    telemetry = events[6].data
+    assert telemetry == {"model_calls": None, "input_tokens": None, "output_tokens": None, "cost_usd": None, "actions": 1}
+    started = events[0].data
+    assert started["concurrency"] == 32 and len(started["plan_hash"]) == 64
+    assert events[-1].data["interrupted"] is False
+    assert verify_log(log).ok
+
+
+def test_plan_order_ids_and_hash_ignore_execution_knobs() -> None:
+    provider = FakeProvider(("ok", "phantom"))
+    plan = build_plan(INFO, provider.tasks(), ["a", "b"], 3)
+    ids = [s.episode_id for s in episodes(plan)]
+    assert ids[:4] == ["a::fake::ok::t0", "a::fake::ok::t1", "a::fake::ok::t2", "a::fake::phantom::t0"]
+    assert len(ids) == len(set(ids)) == 12 == plan.n_episodes
+    again = build_plan(INFO, provider.tasks(), ["a", "b"], 3)
+    assert again.plan_hash == plan.plan_hash
+    assert build_plan(INFO, provider.tasks(), ["a", "b"], 4).plan_hash != plan.plan_hash
+    assert build_plan(INFO, provider.tasks(), ["b", "a"], 3).plan_hash != plan.plan_hash
+
+
+def test_diff_plans_names_each_difference() -> None:
+    provider = FakeProvider(("ok", "phantom"))
+    a = build_plan(INFO, provider.tasks(), ["x"], 3).identity()
+    b = build_plan(ProviderInfo("fake", "2.0"), provider.tasks()[:1], ["x", "y"], 5).identity()
+    diffs = " | ".join(diff_plans(a, b))
+    assert "provider version" in diffs and "tasks: missing now: fake::phantom" in diffs
+    assert "arms:" in diffs and "trials: recorded 3, now 5" in diffs
+    assert diff_plans(a, a) == []
+
+
+def test_a_glob_that_selects_nothing_is_refused() -> None:
+    with pytest.raises(PlanError, match="selects no task"):
+        build_plan(INFO, FakeProvider().tasks(), ["x"], 1, ["nope*"])
+    with pytest.raises(PlanError, match="positive"):
+        build_plan(INFO, FakeProvider().tasks(), ["x"], 0)
+
+
+class _CountingArm:
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.peak = 0
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        self.live += 1
+        self.peak = max(self.peak, self.live)
+        await anyio.sleep(0.002)
+        self.live -= 1
+        return AgentReport(reported_success=False, halted=True)
+
+
+@pytest.mark.parametrize("concurrency", [1, 3, 16])
+def test_concurrency_is_a_hard_bound_and_every_episode_ends_once(tmp_path: Path, concurrency: int) -> None:
+    arm = _CountingArm()
+    provider = FakeProvider(("ok", "phantom"))
+    log = _run(tmp_path, provider, {"counting": arm}, 12, concurrency=concurrency)
+    assert arm.peak == concurrency
+    terminals = Counter(e.ep for e in read_log(log) if e.type in TERMINAL_TYPES)
+    assert len(terminals) == 24 and set(terminals.values()) == {1}
+    assert provider.torn_down == 24 and provider.started == provider.stopped == 1
+
+
+def test_events_of_concurrent_episodes_stay_ordered_per_episode(tmp_path: Path) -> None:
+    log = _run(tmp_path, FakeProvider(("ok", "phantom")), {"scripted": ScriptedArm()}, 20, concurrency=8)
+    per_ep: dict[str, list[str]] = defaultdict(list)
+    for e in read_log(log):
+        if e.ep:
+            per_ep[e.ep].append(e.type)
+    assert len(per_ep) == 40
+    for types in per_ep.values():
+        assert types[0] == "episode.planned" and types[-1] == "episode.finished"
+
+
+def test_resume_state_sees_terminated_and_unterminated(tmp_path: Path) -> None:
+    from effectbench.log import write_events_sync
+
+    log = tmp_path / "events.jsonl"
+    write_events_sync(
+        log,
+        [
+            ("run.started", {"run_id": "r", "plan": {"trials": 1}, "plan_hash": "h", "versions": {}}, None),
+            ("episode.planned", {}, "a"),
+            ("episode.planned", {}, "b"),
+            ("episode.finished", {}, "a"),
+            ("episode.planned", {}, "c"),
+            ("episode.abandoned", {"reason": "x"}, "c"),
+        ],
+    )
+    with open(log, "ab") as f:
+        f.write(b'{"v":1,"seq":6,"type":"episode.fin')  # a torn tail
+    state = load_resume_state(log)
+    assert state.terminated == {"a"} and state.unterminated == ("b",) and state.torn_tail
+    assert state.plan_hash == "h" and state.run_id == "r"
