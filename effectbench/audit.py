@@ -45,10 +45,9 @@ from effectbench.arms.adversaries import (
     PhantomArm,
     WrongFieldArm,
     WrongTargetArm,
-    parse_episode_id,
 )
 from effectbench.codec import converter
-from effectbench.events import PostRead, PreSnapshot, RunStarted
+from effectbench.events import TERMINAL_TYPES, EpisodeAbandoned, PostRead, PreSnapshot, RunStarted
 from effectbench.log import LogError, LoggedEvent, read_log
 from effectbench.model import Category, Outcome, Snapshot, TaskSpec, TrueState
 from effectbench.projections.episodes import project_episodes
@@ -72,6 +71,7 @@ __all__ = [
 
 AUDIT_FILE: Final = "audit.json"
 AUDIT_ARMS: Final = (REFERENCE_NAME, *ADVERSARY_NAMES)
+WRITING_ADVERSARIES: Final = ("duplicate", "wrong_field", "wrong_target", "cross_trial")
 DEFAULT_TRIALS: Final = 2
 
 AUDITED: Final = "audited"
@@ -172,42 +172,57 @@ class AuditReport:
 
 @attrs.define
 class _Evidence:
-    """What the audit needs from one pass over the log."""
+    """What the audit needs from one pass over the log: the plan, and for every post-read
+    the rows that changed since the episode's pre-snapshot (None when a read is unusable).
+
+    A pre-snapshot is held only until its episode ends, so memory follows the episodes in
+    flight, not the size of the log.
+    """
 
     plan: Mapping[str, Any] | None = None
-    snapshots: dict[int, Mapping[str, Any]] = attrs.field(factory=dict)
-    diff_tasks: frozenset[str] = frozenset()
+    pending_pre: dict[str, tuple[int, Mapping[str, Any]]] = attrs.field(factory=dict)
+    changes: dict[int, tuple[int, tuple[str, ...] | None]] = attrs.field(factory=dict)
 
     def tap(self, events: Iterable[LoggedEvent]) -> Iterator[LoggedEvent]:
-        """Pass events through, keeping the plan and the snapshots a diff will need."""
+        """Pass events through unchanged, taking what the checks need on the way."""
         for e in events:
             if e.type == RunStarted.TYPE and self.plan is None:
                 self.plan = e.data.get("plan") or {}
-                self.diff_tasks = frozenset(
-                    t.task_id for t in _tasks(self.plan) if t.expected_effect.record_written.expected_count == 0
-                )
-            elif e.type in (PreSnapshot.TYPE, PostRead.TYPE) and e.ep is not None and self.diff_tasks:
-                try:
-                    _, task_id, _ = parse_episode_id(e.ep)
-                except ValueError:
-                    continue
-                if task_id in self.diff_tasks:
-                    self.snapshots[e.seq] = e.data.get("snapshot") or {}
+            elif e.ep is None:
+                pass
+            elif e.type == PreSnapshot.TYPE:
+                self.pending_pre[e.ep] = (e.seq, e.data.get("snapshot") or {})
+            elif e.type == PostRead.TYPE and e.ep in self.pending_pre:
+                pre_seq, pre = self.pending_pre[e.ep]
+                self.changes[e.seq] = (pre_seq, _changed_rows(pre, e.data.get("snapshot") or {}))
+            elif e.type in TERMINAL_TYPES or e.type == EpisodeAbandoned.TYPE:
+                self.pending_pre.pop(e.ep, None)
             yield e
 
-    def snapshot(self, pointer: str | None) -> Snapshot | None:
-        if pointer is None or "#" not in pointer:
+    def changed(self, r: EpisodeRecord) -> tuple[str, ...] | None:
+        """The rows episode ``r`` changed (empty: none), or None without two usable reads."""
+        post, pre = _seq(r.evidence.get("post_read")), _seq(r.evidence.get("pre_snapshot"))
+        entry = self.changes.get(post) if post is not None else None
+        if entry is None or entry[0] != pre:
             return None
-        try:
-            data = self.snapshots.get(int(pointer.rsplit("#", 1)[1]))
-        except ValueError:
-            return None
-        if data is None:
-            return None
-        try:
-            return converter.structure(data, Snapshot)
-        except Exception:  # noqa: BLE001 - logged data is untrusted; a bad snapshot is no evidence
-            return None
+        return entry[1]
+
+
+def _seq(pointer: str | None) -> int | None:
+    if pointer is None or "#" not in pointer:
+        return None
+    tail = pointer.rsplit("#", 1)[1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _changed_rows(pre: Mapping[str, Any], post: Mapping[str, Any]) -> tuple[str, ...] | None:
+    try:
+        before, after = converter.structure(pre, Snapshot), converter.structure(post, Snapshot)
+    except Exception:  # noqa: BLE001 - logged data is untrusted; a bad snapshot is no evidence
+        return None
+    if not before.readable or not after.readable:
+        return None
+    return tuple(diff_snapshots(before, after).describe())
 
 
 def _tasks(plan: Mapping[str, Any]) -> list[TaskSpec]:
@@ -215,13 +230,6 @@ def _tasks(plan: Mapping[str, Any]) -> list[TaskSpec]:
         return [converter.structure(t, TaskSpec) for t in plan.get("tasks") or []]
     except Exception as exc:  # noqa: BLE001 - a plan the log cannot rebuild is unauditable
         raise AuditError(f"the run's plan lists a task that cannot be rebuilt: {type(exc).__name__}: {exc}") from None
-
-
-def _diff_lines(pre: Snapshot | None, post: Snapshot | None) -> list[str] | None:
-    """The changed rows between two logged reads; None when either read is missing or unreadable."""
-    if pre is None or post is None or not pre.readable or not post.readable:
-        return None
-    return diff_snapshots(pre, post).describe()
 
 
 def _why_unscored(r: EpisodeRecord) -> str:
@@ -272,25 +280,33 @@ def _audit_task(task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], 
                 continue
             if r.outcome is not Outcome.SUCCESS:
                 continue
-            if expects_nothing:
-                changed = _diff_lines(ev.snapshot(r.evidence.get("pre_snapshot")), ev.snapshot(r.evidence.get("post_read")))
-                if changed == []:
-                    notes.append(
-                        f"adversary {name} reached SUCCESS by writing nothing, which is this task's declared "
-                        f"effect (exempt) [{_pointer(r)}]"
-                    )
-                    continue
+            if expects_nothing and ev.changed(r) == ():
+                notes.append(
+                    f"adversary {name} reached SUCCESS by writing nothing, which is this task's declared "
+                    f"effect (exempt) [{_pointer(r)}]"
+                )
+                continue
             evidence[r.episode_id] = _pointer(r)
             failed[GAMEABLE].append(
                 f"adversary {name} was scored SUCCESS without the intended action on {r.episode_id} [{_pointer(r)}]"
             )
+
+    # A writing attack the product never let through proves nothing about the oracle: say so.
+    if any(ev.changed(r) for r in refs):
+        for name in WRITING_ADVERSARIES:
+            runs = records.get(name, ())
+            if runs and all(ev.changed(r) == () for r in runs):
+                notes.append(
+                    f"adversary {name} changed no row on any trial although the reference's write landed: "
+                    "this attack was not exercised here (the product refused or dropped it)"
+                )
 
     # (c) refusal controls leave every row unchanged under the reference and halt.
     if is_refusal_control(task):
         for name in (REFERENCE_NAME, "halt"):
             for r in records.get(name, ()):
                 pre_ptr, post_ptr = r.evidence.get("pre_snapshot"), r.evidence.get("post_read")
-                changed = _diff_lines(ev.snapshot(pre_ptr), ev.snapshot(post_ptr))
+                changed = ev.changed(r)
                 if changed is None:
                     failed[INCOMPLETE].append(
                         f"refusal control: no readable pre/post snapshots for {r.episode_id} "

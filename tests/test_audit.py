@@ -142,6 +142,9 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
     task("broken", solution={**SOLUTION, "type": "Urgent"}),
     # A control is exempt from the adversary check even with a count-only effect.
     task("control", Category.CONTROL, expected_effect=COUNT_ONLY),
+    # Sound, but no confusable is offered and the form refuses the mutated patient "p1-x":
+    # the wrong_target attack never lands, which the audit reports as a note.
+    task("no_confusable", fixture={"no_confusable": True}),
 )
 
 
@@ -216,8 +219,9 @@ class WeakPackProvider:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
 
+        confusable = {} if task.fixture.get("no_confusable") else {"confusable": '{"patient_id": "p2"}'}
         env = EnvHandle(
-            channels={"confusable": orjson.dumps({"patient_id": "p2"}).decode()},
+            channels=confusable,
             driver=SqliteForm(db, upsert=bool(task.fixture.get("upsert"))),
         )
         return ProvisionedEpisode(env=env, oracle=SqliteAllTablesOracle(db), teardown=teardown)
@@ -323,7 +327,7 @@ def test_cli_audit_exits_0_for_mockmed(tmp_path: Path) -> None:
 
 def test_the_sound_tasks_are_audited(weak: AuditReport) -> None:
     tasks = by_id(weak)
-    for tid in ("notes::good", "notes::refuse", "notes::control"):
+    for tid in ("notes::good", "notes::refuse", "notes::control", "notes::no_confusable"):
         assert tasks[tid].status == "audited", tasks[tid].reasons
     assert not weak.ok
 
@@ -401,12 +405,20 @@ def test_controls_are_exempt_from_the_adversary_check_but_the_finding_is_kept(we
     assert any("wrong_field reached SUCCESS on this control task" in n for n in t.notes)
 
 
+def test_an_attack_the_product_refused_is_reported_as_not_exercised(weak: AuditReport) -> None:
+    notes = by_id(weak)["notes::no_confusable"].notes
+    (note,) = notes
+    assert note.startswith("adversary wrong_target changed no row on any trial although the reference's write")
+    assert "not exercised" in note
+    assert not any("not exercised" in n for n in by_id(weak)["notes::good"].notes)
+
+
 def test_format_audit_is_a_table_with_reasons(weak: AuditReport) -> None:
     text = format_audit(weak)
-    assert text.splitlines()[0].startswith("audit of weak-pack 0.0.1: 9 tasks x 8 arms x 2 trials")
+    assert text.splitlines()[0].startswith("audit of weak-pack 0.0.1: 10 tasks x 8 arms x 2 trials")
     assert "notes::count_only" in text and "gameable" in text
     assert "    - adversary wrong_field was scored SUCCESS" in text
-    assert text.splitlines()[-1].startswith("3/9 audited: 6 task(s) failed the audit")
+    assert text.splitlines()[-1].startswith("4/10 audited: 6 task(s) failed the audit")
 
 
 def test_cli_main_exits_1_with_reasons_for_the_weak_pack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
