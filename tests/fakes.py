@@ -190,3 +190,31 @@ class SleepArm:
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         await anyio.sleep(self.seconds)
         return AgentReport(reported_success=False, halted=True)
+
+
+# --------------------------------------------------------------------------- comparing runs
+
+
+def strip_timing(value: object) -> object:
+    """Drop wall-clock keys (``*_ms``) and log-line pointers (``evidence``), recursively:
+    the only fields allowed to differ between two runs of one plan."""
+    if isinstance(value, dict):
+        return {k: strip_timing(v) for k, v in value.items() if not k.endswith("_ms") and k != "evidence"}
+    if isinstance(value, list):
+        return [strip_timing(v) for v in value]
+    return value
+
+
+def load_run(run_dir: object) -> tuple[dict[str, object], object]:
+    """(results.jsonl rows keyed by episode id, metrics.json), without timing fields.
+
+    Fails when an episode appears twice in results.jsonl."""
+    from pathlib import Path
+
+    import orjson
+
+    root = Path(str(run_dir))
+    rows = [orjson.loads(line) for line in (root / "results.jsonl").read_bytes().splitlines() if line]
+    results = {r["episode_id"]: strip_timing(r) for r in rows}
+    assert len(results) == len(rows), "an episode appears twice in results.jsonl"
+    return results, strip_timing(orjson.loads((root / "metrics.json").read_bytes()))

@@ -4,38 +4,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import orjson
 import pytest
 
 from effectbench.api import evaluate
-
-TIMING_SUFFIXES = ("_ms",)
-ORDER_DEPENDENT = {"evidence"}  # pointers to log lines: completion order moves them
-
-
-def strip_timing(value: Any) -> Any:
-    """Drop wall-clock keys and log-line pointers, recursively."""
-    if isinstance(value, dict):
-        return {
-            k: strip_timing(v)
-            for k, v in value.items()
-            if not k.endswith(TIMING_SUFFIXES) and k not in ORDER_DEPENDENT
-        }
-    if isinstance(value, list):
-        return [strip_timing(v) for v in value]
-    return value
-
-
-def load_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(results keyed by episode id, metrics), both without timing fields."""
-    rows = [orjson.loads(line) for line in (run_dir / "results.jsonl").read_bytes().splitlines() if line]
-    results = {r["episode_id"]: strip_timing(r) for r in rows}
-    assert len(results) == len(rows), "an episode appears twice in results.jsonl"
-    metrics = strip_timing(orjson.loads((run_dir / "metrics.json").read_bytes()))
-    return results, metrics
-
+from fakes import load_run
 
 @pytest.mark.timeout(120)
 def test_concurrency_1_and_256_give_identical_results(tmp_path: Path) -> None:
