@@ -264,17 +264,27 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def build_artifacts(run_dir: str | os.PathLike[str]) -> ArtifactSet:
-    """Stream ``<run_dir>/events.jsonl`` once and (re)write the four derived artifacts."""
+def build_artifacts(
+    run_dir: str | os.PathLike[str],
+    *,
+    out_dir: str | os.PathLike[str] | None = None,
+    verify_chain: bool = True,
+) -> ArtifactSet:
+    """Stream ``<run_dir>/events.jsonl`` once and (re)write the four derived artifacts.
+
+    ``out_dir`` (default: the run directory) lets the verifier rebuild them elsewhere
+    through this same path; ``verify_chain=False`` is only for diagnosing a log whose
+    chain is already known to be broken.
+    """
     from effectbench.projections.episodes import ProjectionError, project_episodes
 
-    root = Path(run_dir)
-    log_path = root / LOG_FILE
+    log_path = Path(run_dir) / LOG_FILE
+    root = Path(out_dir) if out_dir is not None else Path(run_dir)
     if not log_path.is_file():
         raise ArtifactError(
-            f"no {LOG_FILE} in {root}; give the run directory that holds the event log"
+            f"no {LOG_FILE} in {run_dir}; give the run directory that holds the event log"
         )
-    reader = read_log(log_path, verify=True)
+    reader = read_log(log_path, verify=verify_chain)
     facts = _RunFacts()
     acc: MetricsAccumulator | None = None
     spill: _Spill | None = None
@@ -303,7 +313,7 @@ def build_artifacts(run_dir: str | os.PathLike[str]) -> ArtifactSet:
         os.replace(results_tmp, root / RESULTS_FILE)
     except LogError as exc:
         raise ArtifactError(
-            f"{log_path}: {exc}; run `effectbench verify {root}` for every problem"
+            f"{log_path}: {exc}; run `effectbench verify {run_dir}` for every problem"
         ) from None
     except (ProjectionError, MetricsError) as exc:
         raise ArtifactError(f"{log_path}: {exc}") from None
