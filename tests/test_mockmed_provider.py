@@ -295,6 +295,10 @@ async def test_stop_tears_down_what_is_left(tmp_path: Path) -> None:
     try:
         with pytest.raises(ValueError, match="not a MockMed mode"):
             await p.provision(attrs.evolve(task("ok"), fixture={"mode": "chaos"}), 0, {})
+        bad_seed = attrs.evolve(task("ok"), initial_state={"encounters": ({"colour": "red"},)})
+        with pytest.raises(ValueError, match="unknown columns"):
+            await p.provision(bad_seed, 0, {})
+        assert db_files(tmp_path) == []  # a failed provision leaves nothing behind
         await p.provision(task("ok"), 0, {})
         await p.provision(task("stale"), 0, {})
         assert db_files(tmp_path)

@@ -67,8 +67,13 @@ class EncounterStore:
         # across power loss is irrelevant; readers' WAL isolation is unaffected).
         self._conn.execute("PRAGMA synchronous=OFF")
         rows = list(seed)
-        if rows:
-            self._seed(rows)
+        try:
+            if rows:
+                self._seed(rows)
+        except BaseException:
+            self._conn.close()
+            remove_database(path)
+            raise
 
     def _seed(self, rows: list[Row]) -> None:
         conn = self._conn
