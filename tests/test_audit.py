@@ -442,7 +442,9 @@ def test_cli_main_user_errors_are_one_line_exit_2(tmp_path: Path, capsys: pytest
 def test_a_tampered_log_is_refused(weak: AuditReport, tmp_path: Path) -> None:
     lines = weak.log_path.read_bytes().splitlines(keepends=True)
     i = next(i for i, x in enumerate(lines) if b'"episode.post_read"' in x and b"amended" in x)
-    lines[i] = lines[i].replace(b" (amended)", b"")
+    edited = lines[i].replace(b" (amended)", b"")
+    assert edited != lines[i]
+    lines[i] = edited
     bad = tmp_path / "events.jsonl"
     bad.write_bytes(b"".join(lines))
     with pytest.raises(AuditError, match="cannot audit"):

@@ -218,7 +218,7 @@ def test_diff_accounts_for_every_row(
         td = d.tables.get(name)
         added, removed, changed = (0, 0, 0) if td is None else (len(td.added), len(td.removed), len(td.changed))
         assert len(after) - len(before) == added - removed
-        if sorted(map(repr, before)) == sorted(map(repr, after)):
+        if sorted(repr(sorted(r.items())) for r in before) == sorted(repr(sorted(r.items())) for r in after):
             assert td is None  # row order alone is not a change
         else:
             assert added + removed + changed > 0
