@@ -21,10 +21,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fakes import FakeProvider, NoopArm, SleepArm  # noqa: E402
+from fakes import FakeProvider, NoopArm, SleepArm
 
-from effectbench.plan import ProviderInfo, build_plan  # noqa: E402
-from effectbench.scheduler import Scheduler, SchedulerOptions  # noqa: E402
+from effectbench.plan import ProviderInfo, build_plan
+from effectbench.scheduler import Scheduler, SchedulerOptions
 
 
 def _run(episodes: int, concurrency: int, arm: object, tasks: int = 100) -> tuple[float, int]:
@@ -43,7 +43,7 @@ def _run(episodes: int, concurrency: int, arm: object, tasks: int = 100) -> tupl
         t0 = time.perf_counter()
         outcome = anyio.run(sched.run)
         elapsed = time.perf_counter() - t0
-        lines = sum(1 for _ in open(Path(tmp) / "events.jsonl", "rb"))
+        lines = (Path(tmp) / "events.jsonl").read_bytes().count(b"\n")
     assert outcome.finished == plan.n_episodes, outcome
     return elapsed, lines
 
@@ -68,17 +68,29 @@ def main() -> None:
             "us_per_episode": elapsed / args.episodes * 1e6,
         }
         rows.append(row)
-        print(f"{row['case']:<28}{args.episodes:>9}{lines:>9}{elapsed:>9.2f}{row['episodes_per_s']:>10.0f}{row['us_per_episode']:>9.1f}")
+        print(
+            f"{row['case']:<28}{args.episodes:>9}{lines:>9}{elapsed:>9.2f}{row['episodes_per_s']:>10.0f}{row['us_per_episode']:>9.1f}"
+        )
     if not args.no_sleep:
         n, conc, sleep = args.sleep_episodes, 1000, 1.0
         elapsed, lines = _run(n, conc, SleepArm(sleep))
         ideal = n / conc * sleep
-        row = {"case": f"sleep 1s c={conc}", "episodes": n, "events": lines, "seconds": elapsed,
-               "ideal_seconds": ideal, "ratio_to_ideal": elapsed / ideal}
+        row = {
+            "case": f"sleep 1s c={conc}",
+            "episodes": n,
+            "events": lines,
+            "seconds": elapsed,
+            "ideal_seconds": ideal,
+            "ratio_to_ideal": elapsed / ideal,
+        }
         rows.append(row)
-        print(f"{row['case']:<28}{n:>9}{lines:>9}{elapsed:>9.2f}   ideal {ideal:.1f}s, ratio {elapsed / ideal:.3f}")
+        print(
+            f"{row['case']:<28}{n:>9}{lines:>9}{elapsed:>9.2f}   ideal {ideal:.1f}s, ratio {elapsed / ideal:.3f}"
+        )
     if args.json:
-        args.json.write_bytes(orjson.dumps({"bench": "scheduler_overhead", "rows": rows}, option=orjson.OPT_INDENT_2))
+        args.json.write_bytes(
+            orjson.dumps({"bench": "scheduler_overhead", "rows": rows}, option=orjson.OPT_INDENT_2)
+        )
 
 
 if __name__ == "__main__":

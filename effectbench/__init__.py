@@ -88,4 +88,32 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
 
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "AgentReport",
+    "Arm",
+    "BenchmarkProvider",
+    "Effect",
+    "EnvHandle",
+    "FieldEquals",
+    "ModelCall",
+    "Oracle",
+    "OracleSpec",
+    "ParamRef",
+    "ProductDriver",
+    "ProductResponse",
+    "ProductVerifier",
+    "ProvisionedEpisode",
+    "RecordWritten",
+    "RunError",
+    "RunResult",
+    "SkipEpisode",
+    "Snapshot",
+    "TaskSpec",
+    "TaskView",
+    "Telemetry",
+    "__version__",
+    "evaluate",
+    "evaluate_async",
+    "evaluate_provider",
+    "evaluate_provider_async",
+]

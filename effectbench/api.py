@@ -66,18 +66,24 @@ def _distribution_of(obj: object) -> str | None:
 
     top = type(obj).__module__.split(".")[0]
     dists = importlib_metadata.packages_distributions().get(top)
-    return sorted(dists)[0] if dists else None
+    return min(dists) if dists else None
 
 
-def _resolve_provider(provider: ProviderLike, registry: Any) -> tuple[BenchmarkProvider, str | None]:
+def _resolve_provider(
+    provider: ProviderLike, registry: Any
+) -> tuple[BenchmarkProvider, str | None]:
     if isinstance(provider, str):
         return registry.provider(provider), provider
     if not isinstance(provider, BenchmarkProvider):
-        raise RunError(f"{provider!r} is not a BenchmarkProvider (needs name, version, tasks, start, stop, provision)")
+        raise RunError(
+            f"{provider!r} is not a BenchmarkProvider (needs name, version, tasks, start, stop, provision)"
+        )
     return provider, None
 
 
-def _resolve_arms(arms: Sequence[ArmLike], registry: Any) -> tuple[dict[str, Arm], list[str | None]]:
+def _resolve_arms(
+    arms: Sequence[ArmLike], registry: Any
+) -> tuple[dict[str, Arm], list[str | None]]:
     out: dict[str, Arm] = {}
     refs: list[str | None] = []
     for item in arms:
@@ -96,7 +102,7 @@ def _resolve_arms(arms: Sequence[ArmLike], registry: Any) -> tuple[dict[str, Arm
 
 
 def _run_id(plan: Plan) -> str:
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     return f"{now:%Y%m%dT%H%M%SZ}-{plan.plan_hash[:8]}"
 
 
@@ -124,7 +130,9 @@ def _prepare_out(out: Path, force: bool) -> None:
 
 def _read_outputs(run_dir: Path) -> tuple[dict[str, Any], str]:
     metrics_path, summary_path = run_dir / "metrics.json", run_dir / "summary.md"
-    metrics: dict[str, Any] = orjson.loads(metrics_path.read_bytes()) if metrics_path.exists() else {}
+    metrics: dict[str, Any] = (
+        orjson.loads(metrics_path.read_bytes()) if metrics_path.exists() else {}
+    )
     summary = summary_path.read_text(encoding="utf-8") if summary_path.exists() else ""
     return metrics, summary
 
@@ -176,9 +184,13 @@ async def execute(
     if resume is not None:
         run_dir = Path(resume)
         if not run_dir.is_dir():
-            raise RunError(f"run directory {run_dir} does not exist; check the path given to --resume")
+            raise RunError(
+                f"run directory {run_dir} does not exist; check the path given to --resume"
+            )
         if not (run_dir / LOG_NAME).is_file():
-            raise RunError(f"{run_dir} holds no {LOG_NAME}; it is not a run directory that can be resumed")
+            raise RunError(
+                f"{run_dir} holds no {LOG_NAME}; it is not a run directory that can be resumed"
+            )
         state = load_resume_state(run_dir / LOG_NAME)
         recorded = state.plan
         refs = recorded.get("refs") or {}
@@ -186,20 +198,28 @@ async def execute(
             provider = refs.get("provider") or (recorded.get("provider") or {}).get("name")
         if arms is None:
             arm_refs = refs.get("arms") or []
-            arms = [r or n for r, n in zip(arm_refs, recorded.get("arms") or [])] or list(recorded.get("arms") or [])
+            arms = [r or n for r, n in zip(arm_refs, recorded.get("arms") or [])] or list(
+                recorded.get("arms") or []
+            )
         if trials is None:
             trials = int(recorded.get("trials") or 0)
         if task_globs is None:
             task_globs = list(recorded.get("task_globs") or [])
         if provider is None or not arms:
-            raise RunError(f"{run_dir / LOG_NAME} records no provider or arms; pass --provider and --arm")
+            raise RunError(
+                f"{run_dir / LOG_NAME} records no provider or arms; pass --provider and --arm"
+            )
 
-    prov, prov_ref = _resolve_provider(provider if provider is not None else DEFAULT_PROVIDER, registry)
+    prov, prov_ref = _resolve_provider(
+        provider if provider is not None else DEFAULT_PROVIDER, registry
+    )
     arm_map, arm_refs_used = _resolve_arms(arms if arms is not None else DEFAULT_ARMS, registry)
     try:
         tasks = list(prov.tasks())
-    except Exception as exc:
-        raise RunError(f"provider {prov.name!r} failed to list its tasks: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - third-party code; reported as one line
+        raise RunError(
+            f"provider {prov.name!r} failed to list its tasks: {type(exc).__name__}: {exc}"
+        ) from None
     plan = build_plan(
         ProviderInfo(prov.name, prov.version, _distribution_of(prov)),
         tasks,
@@ -220,7 +240,9 @@ async def execute(
         run_dir = Path(out) if out is not None else Path(runs_root) / run_id
         _prepare_out(run_dir, force)
 
-    scheduler = Scheduler(plan, prov, arm_map, run_dir, run_id=run_id, options=options, observer=observer)
+    scheduler = Scheduler(
+        plan, prov, arm_map, run_dir, run_id=run_id, options=options, observer=observer
+    )
     outcome = await scheduler.run(state)
     if outcome.interrupted:
         return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
@@ -229,7 +251,7 @@ async def execute(
 
 
 def _as_list(arm: ArmLike | Sequence[ArmLike]) -> list[ArmLike]:
-    if isinstance(arm, str) or isinstance(arm, Arm):
+    if isinstance(arm, (str, Arm)):
         return [arm]
     return list(arm)
 
@@ -244,7 +266,9 @@ async def evaluate_provider_async(
     **kw: Any,
 ) -> RunResult:
     """Score one arm (or several) on ``provider`` (an instance or an entry-point name)."""
-    return await execute(provider=provider, arms=_as_list(arm), trials=trials, concurrency=concurrency, out=out, **kw)
+    return await execute(
+        provider=provider, arms=_as_list(arm), trials=trials, concurrency=concurrency, out=out, **kw
+    )
 
 
 async def evaluate_async(
@@ -256,7 +280,9 @@ async def evaluate_async(
     **kw: Any,
 ) -> RunResult:
     """Score an arm on the MockMed anchor."""
-    return await evaluate_provider_async(arm, DEFAULT_PROVIDER, trials=trials, concurrency=concurrency, out=out, **kw)
+    return await evaluate_provider_async(
+        arm, DEFAULT_PROVIDER, trials=trials, concurrency=concurrency, out=out, **kw
+    )
 
 
 def _run_sync(fn: Any, *args: Any, **kw: Any) -> RunResult:
@@ -267,7 +293,9 @@ def _run_sync(fn: Any, *args: Any, **kw: Any) -> RunResult:
     except RuntimeError:
         pass
     else:
-        raise RunError(f"{fn.__name__[:-6]}() cannot run inside a running event loop; await {fn.__name__}(...)")
+        raise RunError(
+            f"{fn.__name__[:-6]}() cannot run inside a running event loop; await {fn.__name__}(...)"
+        )
     result: RunResult = anyio.run(lambda: fn(*args, **kw))
     return result
 
@@ -282,7 +310,15 @@ def evaluate_provider(
     **kw: Any,
 ) -> RunResult:
     """Blocking form of evaluate_provider_async."""
-    return _run_sync(evaluate_provider_async, arm, provider, trials=trials, concurrency=concurrency, out=out, **kw)
+    return _run_sync(
+        evaluate_provider_async,
+        arm,
+        provider,
+        trials=trials,
+        concurrency=concurrency,
+        out=out,
+        **kw,
+    )
 
 
 def evaluate(

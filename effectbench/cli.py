@@ -35,7 +35,9 @@ def _out(text: str) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="effectbench", message="%(prog)s %(version)s")
+@click.version_option(
+    __version__, "--version", prog_name="effectbench", message="%(prog)s %(version)s"
+)
 @click.option(
     "--log-format",
     type=click.Choice(["console", "json"]),
@@ -66,22 +68,63 @@ def _positive_int(name: str) -> Any:
 def _given(ctx: click.Context, name: str) -> bool:
     from click.core import ParameterSource
 
-    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)
+    return ctx.get_parameter_source(name) not in (
+        ParameterSource.DEFAULT,
+        ParameterSource.DEFAULT_MAP,
+        None,
+    )
 
 
 @cli.command()
-@click.option("--provider", default="mockmed", show_default=True, help="Provider entry point or module:attribute.")
-@click.option("--arm", "arms", multiple=True, help="Arm entry point or module:attribute (repeat for several). "
-              "[default: screen_only, effect_verified]")
-@click.option("--trials", type=int, default=10, show_default=True, callback=_positive_int("--trials"))
-@click.option("--concurrency", type=int, default=32, show_default=True, callback=_positive_int("--concurrency"))
-@click.option("--task", "tasks", multiple=True, metavar="GLOB", help="Only tasks whose id matches (repeatable).")
-@click.option("--out", type=click.Path(path_type=Path), help="Run directory. [default: runs/<run-id>/]")
-@click.option("--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
-              help="Continue an interrupted run in RUN_DIR (same plan required).")
-@click.option("--episode-timeout", type=float, metavar="S", help="Seconds an arm may take per episode.")
-@click.option("--oracle-retries", type=int, default=3, show_default=True,
-              help="Re-reads of an unreadable oracle, with exponential backoff.")
+@click.option(
+    "--provider",
+    default="mockmed",
+    show_default=True,
+    help="Provider entry point or module:attribute.",
+)
+@click.option(
+    "--arm",
+    "arms",
+    multiple=True,
+    help="Arm entry point or module:attribute (repeat for several). "
+    "[default: screen_only, effect_verified]",
+)
+@click.option(
+    "--trials", type=int, default=10, show_default=True, callback=_positive_int("--trials")
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=32,
+    show_default=True,
+    callback=_positive_int("--concurrency"),
+)
+@click.option(
+    "--task",
+    "tasks",
+    multiple=True,
+    metavar="GLOB",
+    help="Only tasks whose id matches (repeatable).",
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path), help="Run directory. [default: runs/<run-id>/]"
+)
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path),
+    metavar="RUN_DIR",
+    help="Continue an interrupted run in RUN_DIR (same plan required).",
+)
+@click.option(
+    "--episode-timeout", type=float, metavar="S", help="Seconds an arm may take per episode."
+)
+@click.option(
+    "--oracle-retries",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Re-reads of an unreadable oracle, with exponential backoff.",
+)
 @click.option("--force", is_flag=True, help="Replace an existing run directory given with --out.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @click.pass_context
@@ -221,12 +264,22 @@ def arms() -> int:
 
 
 @cli.command()
-@click.option("--concurrency", type=int, default=32, show_default=True, callback=_positive_int("--concurrency"))
-@click.option("--out", type=click.Path(path_type=Path), help="Run directory. [default: runs/<run-id>/]")
+@click.option(
+    "--concurrency",
+    type=int,
+    default=32,
+    show_default=True,
+    callback=_positive_int("--concurrency"),
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path), help="Run directory. [default: runs/<run-id>/]"
+)
 @click.option("--force", is_flag=True, help="Replace an existing run directory given with --out.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @click.pass_context
-def reference(ctx: click.Context, concurrency: int, out: Path | None, force: bool, quiet: bool) -> int:
+def reference(
+    ctx: click.Context, concurrency: int, out: Path | None, force: bool, quiet: bool
+) -> int:
     """Run both baselines on the MockMed anchor and check the pinned values (exit 1 if any differs)."""
     import anyio
     import orjson
@@ -259,7 +312,9 @@ def reference(ctx: click.Context, concurrency: int, out: Path | None, force: boo
         click.echo("interrupted; nothing was checked", err=True)
         return EXIT_INTERRUPTED
     results_path = result.run_dir / "results.jsonl"
-    rows_json = [orjson.loads(line) for line in results_path.read_bytes().splitlines() if line.strip()]
+    rows_json = [
+        orjson.loads(line) for line in results_path.read_bytes().splitlines() if line.strip()
+    ]
     rows = reference_rows(PINNED, result.metrics, rows_json)
     _out(format_reference(rows))
     _out(f"run directory: {result.run_dir}")
@@ -273,9 +328,19 @@ def reference(ctx: click.Context, concurrency: int, out: Path | None, force: boo
 
 @cli.command()
 @click.option("--provider", required=True, help="Provider entry point or module:attribute.")
-@click.option("--trials", type=int, default=2, show_default=True, callback=_positive_int("--trials"))
-@click.option("--concurrency", type=int, default=16, show_default=True, callback=_positive_int("--concurrency"))
-@click.option("--out", type=click.Path(path_type=Path), help="Audit run directory. [default: runs/<run-id>/]")
+@click.option(
+    "--trials", type=int, default=2, show_default=True, callback=_positive_int("--trials")
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=16,
+    show_default=True,
+    callback=_positive_int("--concurrency"),
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path), help="Audit run directory. [default: runs/<run-id>/]"
+)
 @click.option("--force", is_flag=True, help="Replace an existing run directory given with --out.")
 def audit(provider: str, trials: int, concurrency: int, out: Path | None, force: bool) -> int:
     """Run the reference arm and every adversary over every task; exit 1 naming each task that fails."""
@@ -321,14 +386,18 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("effectbench: interrupted", err=True)
         return EXIT_INTERRUPTED
     except click.ClickException as exc:
-        where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx is not None else "effectbench"
+        where = (
+            exc.ctx.command_path
+            if isinstance(exc, click.UsageError) and exc.ctx is not None
+            else "effectbench"
+        )
         message = " ".join(exc.format_message().split())
         click.echo(f"{where}: error: {message} (see {where} --help)", err=True)
         return exc.exit_code
     except KeyboardInterrupt:
         click.echo("effectbench: interrupted", err=True)
         return EXIT_INTERRUPTED
-    except BaseException as raw:
+    except BaseException as raw:  # noqa: BLE001 - the one place every error becomes a line
         return _report(raw, debug)
     return int(rv) if isinstance(rv, int) else 0
 
@@ -346,7 +415,7 @@ def _report(raw: BaseException, debug: bool) -> int:
 
         traceback.print_exception(raw)
     message = " ".join(str(err).split()) or type(err).__name__
-    if isinstance(err, _user_error_types()) or isinstance(err, OSError):
+    if isinstance(err, (*_user_error_types(), OSError)):
         click.echo(f"effectbench: error: {message}", err=True)
         return EXIT_USAGE
     click.echo(

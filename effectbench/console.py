@@ -38,9 +38,11 @@ class RunningScore:
         try:
             verdict = judge(outcome.spec.effect, outcome.pre, outcome.post)
             c = classify(
-                outcome.report.reported_success, verdict.true_state, outcome.spec.task.correct_action_available
+                outcome.report.reported_success,
+                verdict.true_state,
+                outcome.spec.task.correct_action_available,
             )
-        except Exception:  # a display must never break a run
+        except Exception:  # noqa: BLE001 - a display must never break a run
             return
         if c.scoreable:
             self.eligible[arm] = self.eligible.get(arm, 0) + 1
@@ -83,7 +85,11 @@ class PlainProgress:
         self.session += 1
         self.score.add(outcome)
         now = time.monotonic()
-        if self.done >= self._next_mark or self.done == self.total or now - self._last_line >= self.every_s:
+        if (
+            self.done >= self._next_mark
+            or self.done == self.total
+            or now - self._last_line >= self.every_s
+        ):
             self._next_mark = self.done + max(1, self.total // 10)
             self._last_line = now
             self._line(now)
@@ -134,19 +140,25 @@ class RichProgress:
         self.arms = plan.arms
         self._t0 = time.monotonic()
         self._progress.start()
-        self._task = self._progress.add_task("run", total=total, completed=already_done, rate="", swer="")
+        self._task = self._progress.add_task(
+            "run", total=total, completed=already_done, rate="", swer=""
+        )
 
     def episode_done(self, outcome: EpisodeOutcome) -> None:
         self.session += 1
         self.score.add(outcome)
         rate = self.session / max(time.monotonic() - self._t0, 1e-9)
-        self._progress.update(self._task, advance=1, rate=f"{rate:.1f}/s", swer=self.score.text(self.arms))
+        self._progress.update(
+            self._task, advance=1, rate=f"{rate:.1f}/s", swer=self.score.text(self.arms)
+        )
 
     def close(self) -> None:
         self._progress.stop()
 
 
-def make_progress(stream: TextIO | None = None, *, quiet: bool = False) -> PlainProgress | RichProgress | None:
+def make_progress(
+    stream: TextIO | None = None, *, quiet: bool = False
+) -> PlainProgress | RichProgress | None:
     stream = stream if stream is not None else sys.stderr
     if quiet:
         return None
@@ -184,8 +196,14 @@ def format_headline(metrics: Mapping[str, Any]) -> str:
         coverage = a.get("coverage")
         cov = "n/a" if coverage is None else f"{coverage:.1%}"
         failures = {k: v for k, v in (a.get("failure_counts") or {}).items() if v}
-        fail_txt = ("; not scored: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))) if failures else ""
-        lines.append(f"{arm}: n={a.get('n_episodes')} eligible={a.get('n_eligible')} (coverage {cov}){fail_txt}")
+        fail_txt = (
+            ("; not scored: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items())))
+            if failures
+            else ""
+        )
+        lines.append(
+            f"{arm}: n={a.get('n_episodes')} eligible={a.get('n_eligible')} (coverage {cov}){fail_txt}"
+        )
         lines.append(f"  SWER            {_rate(a.get('swer'))}")
         lines.append(f"    wrong_write   {_rate(a.get('swer_wrong_write'))}")
         lines.append(f"    phantom       {_rate(a.get('swer_phantom'))}")
@@ -195,7 +213,9 @@ def format_headline(metrics: Mapping[str, Any]) -> str:
         gap = a.get("gap")
         if isinstance(gap, Mapping):
             value = gap.get("value")
-            lines.append(f"  gap             {'n/a' if value is None else f'{value:+.4f}'} {_ci(gap)}")
+            lines.append(
+                f"  gap             {'n/a' if value is None else f'{value:+.4f}'} {_ci(gap)}"
+            )
         elif isinstance(gap, (int, float)):
             lines.append(f"  gap             {gap:+.4f}")
     return "\n".join(lines)
@@ -231,7 +251,12 @@ def reference_rows(
             if want or got:
                 add(arm, outcome.value, want, got)
         add(arm, "SWER", pin.swer, _num(a.get("swer")))
-        add(arm, "  wrong_write", int(pin.swer_variants.get("wrong_write", 0)), _num(a.get("swer_wrong_write")))
+        add(
+            arm,
+            "  wrong_write",
+            int(pin.swer_variants.get("wrong_write", 0)),
+            _num(a.get("swer_wrong_write")),
+        )
         add(arm, "  phantom", int(pin.swer_variants.get("phantom", 0)), _num(a.get("swer_phantom")))
         add(arm, "over-halt", pin.over_halt, _num(a.get("over_halt")))
         add(arm, "task success", pin.task_success, _num(a.get("task_success")))
@@ -245,7 +270,11 @@ def reference_rows(
         for mode, want_outcome in pin.per_mode.items():
             task_id = f"mockmed::{mode}"
             got_outcomes = sorted(
-                {str(r.get("outcome") or r.get("failure_class")) for r in results if r.get("arm") == arm and r.get("task_id") == task_id}
+                {
+                    str(r.get("outcome") or r.get("failure_class"))
+                    for r in results
+                    if r.get("arm") == arm and r.get("task_id") == task_id
+                }
             )
             add(arm, f"every {mode} trial", want_outcome, "/".join(got_outcomes) or "none")
     return rows
@@ -258,9 +287,13 @@ def format_reference(rows: list[tuple[str, str, str, str, bool]]) -> str:
         "spec pins it; they say nothing about any real system of record or agent.\n"
     )
     table = [("arm", "quantity", "pinned", "measured", "")]
-    table += [(arm, what, want, got, "ok" if eq else "MISMATCH") for arm, what, want, got, eq in rows]
+    table += [
+        (arm, what, want, got, "ok" if eq else "MISMATCH") for arm, what, want, got, eq in rows
+    ]
     widths = [max(len(r[i]) for r in table) for i in range(4)]
-    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r[:4], widths)), r[4]]).rstrip() for r in table]
+    lines = [
+        "  ".join([*(c.ljust(w) for c, w in zip(r[:4], widths)), r[4]]).rstrip() for r in table
+    ]
     return head + "\n" + "\n".join(lines)
 
 

@@ -206,7 +206,9 @@ def episodes(plan: Plan) -> Iterator[EpisodeSpec]:
                     params = trial_params(task, trial)
                     resolved[key] = (params, task.expected_effect.resolve(params))
                 params, effect = resolved[key]
-                yield EpisodeSpec(episode_id(arm, task.task_id, trial), index, arm, task, trial, params, effect)
+                yield EpisodeSpec(
+                    episode_id(arm, task.task_id, trial), index, arm, task, trial, params, effect
+                )
                 index += 1
 
 
@@ -232,7 +234,9 @@ def diff_plans(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[
     elif recorded.get("pack_fingerprint") != current.get("pack_fingerprint"):
         out.append("tasks: same ids but their definitions changed (pack fingerprint differs)")
     if list(recorded.get("arms") or []) != list(current.get("arms") or []):
-        out.append(f"arms: recorded {', '.join(recorded.get('arms') or [])}, now {', '.join(current.get('arms') or [])}")
+        out.append(
+            f"arms: recorded {', '.join(recorded.get('arms') or [])}, now {', '.join(current.get('arms') or [])}"
+        )
     if recorded.get("trials") != current.get("trials"):
         out.append(f"trials: recorded {recorded.get('trials')}, now {current.get('trials')}")
     a_ver, b_ver = recorded.get("versions") or {}, current.get("versions") or {}
@@ -240,7 +244,9 @@ def diff_plans(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[
         if a_ver.get(key) != b_ver.get(key):
             out.append(f"{key} version: recorded {a_ver.get(key)!r}, now {b_ver.get(key)!r}")
     if not out and recorded.get("schema") != current.get("schema"):
-        out.append(f"plan schema: recorded {recorded.get('schema')!r}, now {current.get('schema')!r}")
+        out.append(
+            f"plan schema: recorded {recorded.get('schema')!r}, now {current.get('schema')!r}"
+        )
     return out
 
 

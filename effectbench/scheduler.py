@@ -35,6 +35,7 @@ import structlog
 from effectbench.arm import Arm, TaskView
 from effectbench.codec import converter
 from effectbench.events import (
+    TERMINAL_TYPES,
     ArmAction,
     ArmStarted,
     ArmTelemetry,
@@ -49,7 +50,6 @@ from effectbench.events import (
     RunFinished,
     RunResumed,
     RunStarted,
-    TERMINAL_TYPES,
 )
 from effectbench.model import AgentReport, FailureClass, Snapshot, resolve_value
 from effectbench.plan import EpisodeSpec, Plan, episodes
@@ -87,8 +87,12 @@ class SchedulerOptions:
             raise ValueError(f"--concurrency must be a positive integer, got {self.concurrency}")
         if self.oracle_retries < 0:
             raise ValueError(f"--oracle-retries must be >= 0, got {self.oracle_retries}")
-        if self.episode_timeout is not None and not (self.episode_timeout > 0 and math.isfinite(self.episode_timeout)):
-            raise ValueError(f"--episode-timeout must be a positive number of seconds, got {self.episode_timeout}")
+        if self.episode_timeout is not None and not (
+            self.episode_timeout > 0 and math.isfinite(self.episode_timeout)
+        ):
+            raise ValueError(
+                f"--episode-timeout must be a positive number of seconds, got {self.episode_timeout}"
+            )
 
 
 @attrs.frozen
@@ -157,7 +161,9 @@ def load_resume_state(log_path: Path) -> ResumeState:
         elif not state.get(ep, False):
             state[ep] = False
     if started is None:
-        raise ResumeError(f"{log_path} has no run.started event; it is not a run log that can be resumed")
+        raise ResumeError(
+            f"{log_path} has no run.started event; it is not a run log that can be resumed"
+        )
     return ResumeState(
         run_id=str(started["run_id"]),
         plan=started["plan"],
@@ -280,7 +286,9 @@ class Scheduler:
                 for ep in abandoned:
                     await emit(
                         EpisodeAbandoned.TYPE,
-                        {"reason": "started before an interruption without a terminal event; run again"},
+                        {
+                            "reason": "started before an interruption without a terminal event; run again"
+                        },
                         ep,
                     )
                 await emit(
@@ -351,10 +359,12 @@ class Scheduler:
             with anyio.CancelScope(shield=True):
                 try:
                     await self.provider.stop()
-                except Exception as exc:  # a stop failure must not hide the run's own result
+                except Exception as exc:  # noqa: BLE001 - a stop failure must not hide the run's own result
                     log.error("provider.stop_failed", error=_one_line(exc))
 
-    async def _episode_slot(self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object) -> None:
+    async def _episode_slot(
+        self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object
+    ) -> None:
         try:
             await self._episode(spec)
         finally:
@@ -376,7 +386,9 @@ class Scheduler:
             "correct_action_available": task.correct_action_available,
             "effect": effect,
             # the same bytes Effect.content_hash() hashes, without unstructuring twice
-            "effect_hash": hashlib.sha256(orjson.dumps(effect, option=orjson.OPT_SORT_KEYS)).hexdigest(),
+            "effect_hash": hashlib.sha256(
+                orjson.dumps(effect, option=orjson.OPT_SORT_KEYS)
+            ).hexdigest(),
         }
 
     async def _episode(self, spec: EpisodeSpec) -> None:
@@ -392,7 +404,7 @@ class Scheduler:
             outcome = await self._drive(spec, provisioned)
         except _Episode as exc:
             failure = exc
-        except Exception as exc:  # a harness fault: never stop the run for it
+        except Exception as exc:  # noqa: BLE001 - a harness fault: never stop the run for it
             failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
         finally:
             if provisioned is not None:
@@ -405,7 +417,11 @@ class Scheduler:
         else:
             await emit(
                 EpisodeFailed.TYPE,
-                {"failure_class": failure.failure_class.value, "stage": failure.stage, "error": failure.error},
+                {
+                    "failure_class": failure.failure_class.value,
+                    "stage": failure.stage,
+                    "error": failure.error,
+                },
                 ep,
             )
             self._failed += 1
@@ -429,7 +445,11 @@ class Scheduler:
                 "provision",
                 f"provider returned {type(provisioned).__name__}, not a ProvisionedEpisode",
             )
-        await emit(EpisodeProvisioned.TYPE, {"setup_ms": (time.perf_counter() - t0) * 1000.0}, spec.episode_id)
+        await emit(
+            EpisodeProvisioned.TYPE,
+            {"setup_ms": (time.perf_counter() - t0) * 1000.0},
+            spec.episode_id,
+        )
         return provisioned
 
     async def _teardown(self, provisioned: ProvisionedEpisode) -> str | None:
@@ -437,11 +457,13 @@ class Scheduler:
             try:
                 with anyio.fail_after(self.options.teardown_timeout):
                     await provisioned.teardown()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - provider code: an environment failure
                 return _one_line(exc)
         return None
 
-    async def _read_oracle(self, oracle: Oracle, spec: EpisodeSpec, type_: str, stage: str) -> Snapshot:
+    async def _read_oracle(
+        self, oracle: Oracle, spec: EpisodeSpec, type_: str, stage: str
+    ) -> Snapshot:
         """Read until readable or out of re-reads; every attempt is an event."""
         emit = self._emit
         assert emit is not None
@@ -453,10 +475,14 @@ class Scheduler:
             try:
                 snapshot = await oracle.read()
                 if not isinstance(snapshot, Snapshot):
-                    snapshot = Snapshot.unreadable(f"oracle returned {type(snapshot).__name__}, not a Snapshot")
-            except Exception as exc:  # the protocol says return unreadable; treat a raise the same way
+                    snapshot = Snapshot.unreadable(
+                        f"oracle returned {type(snapshot).__name__}, not a Snapshot"
+                    )
+            except Exception as exc:  # noqa: BLE001 - the protocol says return unreadable; treat a raise the same way
                 snapshot = Snapshot.unreadable(_one_line(exc))
-            await emit(type_, {"attempt": attempt, "snapshot": _snapshot_data(snapshot)}, spec.episode_id)
+            await emit(
+                type_, {"attempt": attempt, "snapshot": _snapshot_data(snapshot)}, spec.episode_id
+            )
             if snapshot.readable:
                 return snapshot
         raise _Episode(
@@ -482,7 +508,9 @@ class Scheduler:
             substrate=task.substrate,
             params=spec.params,
             effect=spec.effect if task.effect_declared else None,
-            solution=None if solution is None else {k: resolve_value(v, spec.params) for k, v in solution.items()},
+            solution=None
+            if solution is None
+            else {k: resolve_value(v, spec.params) for k, v in solution.items()},
             trial=spec.trial,
         )
         await emit(ArmStarted.TYPE, {}, ep)
@@ -498,15 +526,21 @@ class Scheduler:
                     report = await arm.run(view, env)
         except TimeoutError:
             arm_error = f"arm {spec.arm!r} ran past the episode timeout of {self.options.episode_timeout:g}s"
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the arm raises is an agent failure
             arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
         wall_ms = (time.perf_counter() - t0) * 1000.0
         if arm_error is None and not isinstance(report, AgentReport):
             arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"
 
         for action in list(telemetry.actions):
-            await emit(ArmAction.TYPE, {"kind": str(action.kind), "detail": _json_safe(action.detail)}, ep)
-        await emit(ArmTelemetry.TYPE, _telemetry_data(list(telemetry.model_calls), len(telemetry.actions)), ep)
+            await emit(
+                ArmAction.TYPE, {"kind": str(action.kind), "detail": _json_safe(action.detail)}, ep
+            )
+        await emit(
+            ArmTelemetry.TYPE,
+            _telemetry_data(list(telemetry.model_calls), len(telemetry.actions)),
+            ep,
+        )
         if arm_error is not None:
             raise _Episode(FailureClass.AGENT, "arm", arm_error)
         assert isinstance(report, AgentReport)
@@ -525,8 +559,8 @@ class Scheduler:
 
 
 __all__ = [
-    "EpisodeOutcome",
     "LOG_NAME",
+    "EpisodeOutcome",
     "Observer",
     "ResumeError",
     "ResumeState",

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 
+from effectbench.arm import TaskView
 from effectbench.model import (
     AgentReport,
     Category,
@@ -25,7 +26,6 @@ from effectbench.model import (
     Snapshot,
     TaskSpec,
 )
-from effectbench.arm import TaskView
 from effectbench.provider import (
     EnvHandle,
     ProductResponse,
@@ -33,7 +33,16 @@ from effectbench.provider import (
     SkipEpisode,
 )
 
-MODES = ("ok", "phantom", "provision_fails", "skip", "oracle_flaky", "oracle_dead", "post_dead", "teardown_fails")
+MODES = (
+    "ok",
+    "phantom",
+    "provision_fails",
+    "skip",
+    "oracle_flaky",
+    "oracle_dead",
+    "post_dead",
+    "teardown_fails",
+)
 
 
 def make_task(mode: str, *, category: Category = Category.CONTROL, ca: bool = True) -> TaskSpec:
@@ -96,11 +105,26 @@ class FakeProvider:
         self._tasks = [make_task(m) for m in modes]
         if n_tasks > 1:  # many identical ok-tasks, for the overhead bench
             self._tasks = [
-                TaskSpec(**{**{a: getattr(t, a) for a in ("title", "substrate", "category", "goal",
-                                                          "expected_effect", "oracle",
-                                                          "correct_action_available", "params",
-                                                          "solution", "fixture")},
-                            "task_id": f"{t.task_id}{i}"})
+                TaskSpec(
+                    **{
+                        **{
+                            a: getattr(t, a)
+                            for a in (
+                                "title",
+                                "substrate",
+                                "category",
+                                "goal",
+                                "expected_effect",
+                                "oracle",
+                                "correct_action_available",
+                                "params",
+                                "solution",
+                                "fixture",
+                            )
+                        },
+                        "task_id": f"{t.task_id}{i}",
+                    }
+                )
                 for t in self._tasks
                 for i in range(n_tasks)
             ]
@@ -117,7 +141,9 @@ class FakeProvider:
     async def stop(self) -> None:
         self.stopped += 1
 
-    async def provision(self, task: TaskSpec, trial: int, params: Mapping[str, str]) -> ProvisionedEpisode:
+    async def provision(
+        self, task: TaskSpec, trial: int, params: Mapping[str, str]
+    ) -> ProvisionedEpisode:
         mode = str(task.fixture.get("mode", "ok"))
         if mode == "provision_fails":
             raise ConnectionError("database container did not come up")
@@ -151,7 +177,9 @@ class ScriptedArm:
         assert env.driver is not None and task.solution is not None
         env.telemetry.action("submit", fields=len(task.solution))
         response = await env.driver.submit(task.solution)
-        return AgentReport(reported_success=response.screen_says_saved, halted=not response.screen_says_saved)
+        return AgentReport(
+            reported_success=response.screen_says_saved, halted=not response.screen_says_saved
+        )
 
 
 class RaisingArm:
@@ -199,7 +227,11 @@ def strip_timing(value: object) -> object:
     """Drop wall-clock keys (``*_ms``) and log-line pointers (``evidence``), recursively:
     the only fields allowed to differ between two runs of one plan."""
     if isinstance(value, dict):
-        return {k: strip_timing(v) for k, v in value.items() if not k.endswith("_ms") and k != "evidence"}
+        return {
+            k: strip_timing(v)
+            for k, v in value.items()
+            if not k.endswith("_ms") and k != "evidence"
+        }
     if isinstance(value, list):
         return [strip_timing(v) for v in value]
     return value
@@ -214,7 +246,9 @@ def load_run(run_dir: object) -> tuple[dict[str, object], object]:
     import orjson
 
     root = Path(str(run_dir))
-    rows = [orjson.loads(line) for line in (root / "results.jsonl").read_bytes().splitlines() if line]
+    rows = [
+        orjson.loads(line) for line in (root / "results.jsonl").read_bytes().splitlines() if line
+    ]
     results = {r["episode_id"]: strip_timing(r) for r in rows}
     assert len(results) == len(rows), "an episode appears twice in results.jsonl"
     return results, strip_timing(orjson.loads((root / "metrics.json").read_bytes()))

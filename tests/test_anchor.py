@@ -16,7 +16,9 @@ EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ef
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EFFECTBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*EFFECTBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def _rate(block: dict[str, object]) -> tuple[object, object]:
@@ -27,8 +29,20 @@ def _rate(block: dict[str, object]) -> tuple[object, object]:
 def test_anchor_run_reproduces_the_pinned_values(tmp_path: Path) -> None:
     out = tmp_path / "anchor"
     proc = _cli(
-        "run", "--provider", "mockmed", "--arm", "screen_only", "--arm", "effect_verified",
-        "--trials", "10", "--concurrency", "32", "--out", str(out), cwd=tmp_path,
+        "run",
+        "--provider",
+        "mockmed",
+        "--arm",
+        "screen_only",
+        "--arm",
+        "effect_verified",
+        "--trials",
+        "10",
+        "--concurrency",
+        "32",
+        "--out",
+        str(out),
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert f"run directory: {out}" in proc.stdout

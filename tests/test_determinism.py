@@ -4,14 +4,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+
 import pytest
+from fakes import load_run
 
 from effectbench.api import evaluate
-from fakes import load_run
+
 
 @pytest.mark.timeout(120)
 def test_concurrency_1_and_256_give_identical_results(tmp_path: Path) -> None:
-    runs = {c: evaluate(["screen_only", "effect_verified"], trials=10, concurrency=c, out=tmp_path / f"c{c}") for c in (1, 256)}
+    runs = {
+        c: evaluate(
+            ["screen_only", "effect_verified"], trials=10, concurrency=c, out=tmp_path / f"c{c}"
+        )
+        for c in (1, 256)
+    }
     (r1, m1), (r256, m256) = load_run(runs[1].run_dir), load_run(runs[256].run_dir)
     assert len(r1) == 180
     assert list(r1) == list(r256), "results.jsonl order depends on concurrency"

@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 import pytest
+from fakes import FakeProvider, HangingArm, RaisingArm, ScriptedArm
 
 from effectbench.api import RunResult, evaluate_provider
 from effectbench.log import read_log
-from fakes import FakeProvider, HangingArm, RaisingArm, ScriptedArm
 
 TRIALS = 2
 
@@ -28,7 +28,13 @@ def _failures(result: RunResult) -> dict[str, dict[str, Any]]:
 
 def _run(tmp_path: Path, modes: tuple[str, ...], arms: list[Any], **kw: Any) -> RunResult:
     return evaluate_provider(
-        arms, FakeProvider(modes), trials=TRIALS, concurrency=4, out=tmp_path / "run", oracle_backoff=0.001, **kw
+        arms,
+        FakeProvider(modes),
+        trials=TRIALS,
+        concurrency=4,
+        out=tmp_path / "run",
+        oracle_backoff=0.001,
+        **kw,
     )
 
 
@@ -59,11 +65,17 @@ def test_provider_side_failures(tmp_path: Path, mode: str, failure_class: str, s
     assert arm["n_episodes"] == 2 * TRIALS and arm["n_eligible"] == TRIALS
     assert arm["coverage"] == pytest.approx(0.5)
     assert arm["failure_counts"][failure_class] == TRIALS
-    assert arm["task_success"] == {**arm["task_success"], "numerator": TRIALS, "denominator": TRIALS}
+    assert arm["task_success"] == {
+        **arm["task_success"],
+        "numerator": TRIALS,
+        "denominator": TRIALS,
+    }
 
 
 def test_raising_and_hanging_arms_are_agent_failures(tmp_path: Path) -> None:
-    result = _run(tmp_path, ("ok",), [ScriptedArm(), RaisingArm(), HangingArm()], episode_timeout=0.2)
+    result = _run(
+        tmp_path, ("ok",), [ScriptedArm(), RaisingArm(), HangingArm()], episode_timeout=0.2
+    )
     rows, failures = _results(result), _failures(result)
     _assert_scored_ok(rows)
     for t in range(TRIALS):
@@ -77,7 +89,11 @@ def test_raising_and_hanging_arms_are_agent_failures(tmp_path: Path) -> None:
         assert block["failure_counts"]["agent"] == TRIALS
         assert block["swer"]["denominator"] == 0 and block["swer"]["rate"] is None
     # what the raising arm did before it crashed is still on the record
-    actions = [e for e in read_log(result.log_path) if e.type == "episode.action" and e.ep and e.ep.startswith("raising")]
+    actions = [
+        e
+        for e in read_log(result.log_path)
+        if e.type == "episode.action" and e.ep and e.ep.startswith("raising")
+    ]
     assert len(actions) == TRIALS
 
 
@@ -87,7 +103,11 @@ def test_oracle_unreadable_once_then_readable_is_scored(tmp_path: Path) -> None:
     for t in range(TRIALS):
         ep = f"scripted::fake::oracle_flaky::t{t}"
         assert rows[ep]["eligible"] and rows[ep]["outcome"] == "SUCCESS"
-        attempts = [e.data["attempt"] for e in read_log(result.log_path) if e.ep == ep and e.type == "episode.post_read"]
+        attempts = [
+            e.data["attempt"]
+            for e in read_log(result.log_path)
+            if e.ep == ep and e.type == "episode.post_read"
+        ]
         assert attempts == [0, 1]
     assert result.metrics["arms"]["scripted"]["coverage"] == 1
 
@@ -97,16 +117,28 @@ def test_oracle_never_readable_after_the_arm_is_evaluation(tmp_path: Path) -> No
     failures = _failures(result)
     for t in range(TRIALS):
         ep = f"scripted::fake::post_dead::t{t}"
-        assert failures[ep]["failure_class"] == "evaluation" and failures[ep]["stage"] == "post_read"
+        assert (
+            failures[ep]["failure_class"] == "evaluation" and failures[ep]["stage"] == "post_read"
+        )
         assert "after 3 read(s)" in failures[ep]["error"]
     arm = result.metrics["arms"]["scripted"]
     assert arm["failure_counts"]["evaluation"] == TRIALS and arm["n_eligible"] == 0
 
 
 def test_every_class_in_one_run_keeps_each_episode_to_itself(tmp_path: Path) -> None:
-    modes = ("ok", "phantom", "provision_fails", "skip", "oracle_flaky", "oracle_dead", "teardown_fails")
+    modes = (
+        "ok",
+        "phantom",
+        "provision_fails",
+        "skip",
+        "oracle_flaky",
+        "oracle_dead",
+        "teardown_fails",
+    )
     result = _run(tmp_path, modes, [ScriptedArm(), RaisingArm()])
-    counts = Counter((r["arm"], r["failure_class"] or r["outcome"]) for r in _results(result).values())
+    counts = Counter(
+        (r["arm"], r["failure_class"] or r["outcome"]) for r in _results(result).values()
+    )
     assert counts == {
         ("scripted", "SUCCESS"): 2 * TRIALS,  # ok, oracle_flaky
         ("scripted", "SILENT_WRONG_EFFECT"): TRIALS,  # phantom

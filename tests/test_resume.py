@@ -12,11 +12,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fakes import load_run
 
 from effectbench.api import evaluate
 from effectbench.events import TERMINAL_TYPES
 from effectbench.log import read_log, verify_log
-from fakes import load_run
 
 ARGS = ["--trials", "2", "--concurrency", "2", "-q"]
 N_EPISODES = 2 * 9 * 2
@@ -26,12 +26,19 @@ EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ef
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[object, object]]:
-    run = evaluate(["screen_only", "effect_verified"], trials=2, concurrency=8, out=tmp_path_factory.mktemp("base") / "run")
+    run = evaluate(
+        ["screen_only", "effect_verified"],
+        trials=2,
+        concurrency=8,
+        out=tmp_path_factory.mktemp("base") / "run",
+    )
     return run.run_dir, load_run(run.run_dir)
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EFFECTBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*EFFECTBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def _lines(log: Path) -> int:
@@ -117,7 +124,9 @@ def test_sigint_stops_gracefully_and_leaves_a_resumable_log(
     assert load_run(out) == baseline[1]
 
 
-def test_resuming_a_finished_run_adds_nothing(tmp_path: Path, baseline: tuple[Path, tuple[object, object]]) -> None:
+def test_resuming_a_finished_run_adds_nothing(
+    tmp_path: Path, baseline: tuple[Path, tuple[object, object]]
+) -> None:
     import shutil
 
     run_dir = tmp_path / "done"
@@ -126,7 +135,11 @@ def test_resuming_a_finished_run_adds_nothing(tmp_path: Path, baseline: tuple[Pa
     assert proc.returncode == 0, proc.stderr
     events = list(read_log(run_dir / "events.jsonl"))
     resumed = [e for e in events if e.type == "run.resumed"]
-    assert len(resumed) == 1 and resumed[0].data["kept"] == N_EPISODES and resumed[0].data["abandoned"] == 0
+    assert (
+        len(resumed) == 1
+        and resumed[0].data["kept"] == N_EPISODES
+        and resumed[0].data["abandoned"] == 0
+    )
     assert sum(1 for e in events if e.type == "episode.planned") == N_EPISODES
     assert load_run(run_dir) == baseline[1]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from fakes import FakeProvider, ScriptedArm
 
 from effectbench.arm import TaskView
 from effectbench.events import TERMINAL_TYPES
@@ -15,12 +16,13 @@ from effectbench.model import AgentReport, trial_params
 from effectbench.plan import PlanError, ProviderInfo, build_plan, diff_plans, episodes
 from effectbench.provider import EnvHandle
 from effectbench.scheduler import Scheduler, SchedulerOptions, load_resume_state
-from fakes import FakeProvider, ScriptedArm
 
 INFO = ProviderInfo("fake", "1.0")
 
 
-def _run(tmp_path: Path, provider: FakeProvider, arms: dict[str, object], trials: int, **opts: object) -> Path:
+def _run(
+    tmp_path: Path, provider: FakeProvider, arms: dict[str, object], trials: int, **opts: object
+) -> Path:
     plan = build_plan(INFO, provider.tasks(), list(arms), trials)
     sched = Scheduler(plan, provider, arms, tmp_path, run_id="r1", options=SchedulerOptions(**opts))  # type: ignore[arg-type]
     anyio.run(sched.run)
@@ -55,7 +57,13 @@ def test_one_episode_emits_the_lifecycle_in_order(tmp_path: Path) -> None:
     post = events[8].data["snapshot"]
     assert post["readable"] and post["tables"]["notes"][0]["note"] == planned["params"]["note"]
     telemetry = events[6].data
-    assert telemetry == {"model_calls": None, "input_tokens": None, "output_tokens": None, "cost_usd": None, "actions": 1}
+    assert telemetry == {
+        "model_calls": None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "cost_usd": None,
+        "actions": 1,
+    }
     started = events[0].data
     assert started["concurrency"] == 32 and len(started["plan_hash"]) == 64
     assert events[-1].data["interrupted"] is False
@@ -66,7 +74,12 @@ def test_plan_order_ids_and_hash_ignore_execution_knobs() -> None:
     provider = FakeProvider(("ok", "phantom"))
     plan = build_plan(INFO, provider.tasks(), ["a", "b"], 3)
     ids = [s.episode_id for s in episodes(plan)]
-    assert ids[:4] == ["a::fake::ok::t0", "a::fake::ok::t1", "a::fake::ok::t2", "a::fake::phantom::t0"]
+    assert ids[:4] == [
+        "a::fake::ok::t0",
+        "a::fake::ok::t1",
+        "a::fake::ok::t2",
+        "a::fake::phantom::t0",
+    ]
     assert len(ids) == len(set(ids)) == 12 == plan.n_episodes
     again = build_plan(INFO, provider.tasks(), ["a", "b"], 3)
     assert again.plan_hash == plan.plan_hash
@@ -107,7 +120,9 @@ class _CountingArm:
 
 
 @pytest.mark.parametrize("concurrency", [1, 3, 16])
-def test_concurrency_is_a_hard_bound_and_every_episode_ends_once(tmp_path: Path, concurrency: int) -> None:
+def test_concurrency_is_a_hard_bound_and_every_episode_ends_once(
+    tmp_path: Path, concurrency: int
+) -> None:
     arm = _CountingArm()
     provider = FakeProvider(("ok", "phantom"))
     log = _run(tmp_path, provider, {"counting": arm}, 12, concurrency=concurrency)
@@ -118,7 +133,9 @@ def test_concurrency_is_a_hard_bound_and_every_episode_ends_once(tmp_path: Path,
 
 
 def test_events_of_concurrent_episodes_stay_ordered_per_episode(tmp_path: Path) -> None:
-    log = _run(tmp_path, FakeProvider(("ok", "phantom")), {"scripted": ScriptedArm()}, 20, concurrency=8)
+    log = _run(
+        tmp_path, FakeProvider(("ok", "phantom")), {"scripted": ScriptedArm()}, 20, concurrency=8
+    )
     per_ep: dict[str, list[str]] = defaultdict(list)
     for e in read_log(log):
         if e.ep:
@@ -135,7 +152,11 @@ def test_resume_state_sees_terminated_and_unterminated(tmp_path: Path) -> None:
     write_events_sync(
         log,
         [
-            ("run.started", {"run_id": "r", "plan": {"trials": 1}, "plan_hash": "h", "versions": {}}, None),
+            (
+                "run.started",
+                {"run_id": "r", "plan": {"trials": 1}, "plan_hash": "h", "versions": {}},
+                None,
+            ),
             ("episode.planned", {}, "a"),
             ("episode.planned", {}, "b"),
             ("episode.finished", {}, "a"),

@@ -1,0 +1,207 @@
+"""The effectbench command: user errors are one line and exit 2; the happy paths work."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from fakes import FakeProvider, ScriptedArm, load_run
+
+from effectbench.api import evaluate_provider
+
+TESTS = Path(__file__).resolve().parent
+_SCRIPT = Path(sys.executable).with_name("effectbench")
+EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [*EFFECTBENCH, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = evaluate_provider(
+        [ScriptedArm()],
+        FakeProvider(("ok", "phantom")),
+        trials=2,
+        out=tmp_path_factory.mktemp("small") / "run",
+    )
+    return run.run_dir
+
+
+def _corrupt_copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    log = dst / "events.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[3] = lines[3].replace(b'"episode.', b'"episodX.', 1)
+    log.write_bytes(b"".join(lines))
+    return dst
+
+
+USER_ERRORS = {
+    "unknown provider": (["run", "--provider", "nope"], "unknown provider 'nope'"),
+    "unknown arm": (["run", "--arm", "nope"], "unknown arm 'nope'"),
+    "bad module ref": (["run", "--provider", "no_such_module_x:Thing"], "failed to load"),
+    "glob selects nothing": (["run", "--task", "zzz*"], "selects no task"),
+    "zero trials": (["run", "--trials", "0"], "--trials"),
+    "negative concurrency": (["run", "--concurrency", "-3"], "--concurrency"),
+    "non-integer trials": (["run", "--trials", "ten"], "ten"),
+    "bad timeout": (["run", "--episode-timeout", "0"], "--episode-timeout"),
+    "unwritable out": (["run", "--out", "{file}/sub"], "cannot create run directory"),
+    "resume missing dir": (["run", "--resume", "{tmp}/nowhere"], "does not exist"),
+    "resume corrupt log": (["run", "--resume", "{corrupt}"], "line 4"),
+    "rescore missing dir": (["rescore", "{tmp}/nowhere"], "does not exist"),
+    "rescore corrupt log": (["rescore", "{corrupt}"], "line 4"),
+    "verify missing path": (["verify", "{tmp}/nowhere"], "does not exist"),
+    "out not empty": (["run", "--out", "{small}"], "--resume"),
+    "unknown command": (["frobnicate"], "frobnicate"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(USER_ERRORS))
+def test_user_errors_are_one_line_and_exit_2(tmp_path: Path, small_run: Path, case: str) -> None:
+    args, expected = USER_ERRORS[case]
+    (tmp_path / "afile").write_text("x")
+    corrupt = _corrupt_copy(small_run, tmp_path / "corrupt") if "{corrupt}" in args else tmp_path
+    before = (small_run / "events.jsonl").read_bytes()
+    subs = {
+        "{tmp}": str(tmp_path),
+        "{file}": str(tmp_path / "afile"),
+        "{corrupt}": str(corrupt),
+        "{small}": str(small_run),
+    }
+    argv = []
+    for a in args:
+        for k, v in subs.items():
+            a = a.replace(k, v)
+        argv.append(a)
+    proc = _cli(*argv, cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert expected in lines[0]
+    assert (small_run / "events.jsonl").read_bytes() == before, "recorded data changed"
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_debug_shows_the_traceback_on_request(tmp_path: Path) -> None:
+    proc = _cli("--debug", "run", "--provider", "no_such_module_x:Thing", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" in proc.stderr
+
+
+def test_version_and_plugin_listings(tmp_path: Path) -> None:
+    import effectbench
+
+    proc = _cli("--version", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"effectbench {effectbench.__version__}"
+    proc = _cli("providers", cwd=tmp_path)
+    assert proc.returncode == 0 and "mockmed" in proc.stdout and "loaded" in proc.stdout
+    proc = _cli("arms", cwd=tmp_path)
+    assert (
+        proc.returncode == 0 and "screen_only" in proc.stdout and "effect_verified" in proc.stdout
+    )
+
+
+def test_version_imports_nothing_heavy() -> None:
+    code = "import sys, effectbench.cli; print(sorted(m for m in ('anyio','httpx','uvicorn','rich','jinja2','cattrs','structlog') if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_run_with_plugin_refs_prints_headline_and_failures(tmp_path: Path) -> None:
+    proc = _cli(
+        "--log-format",
+        "json",
+        "run",
+        "--provider",
+        "fakes:fake_all",
+        "--arm",
+        "fakes:ScriptedArm",
+        "--trials",
+        "2",
+        "--out",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "scripted: n=16 eligible=6" in proc.stdout
+    assert (
+        "environment 4" in proc.stdout
+        and "skipped 2" in proc.stdout
+        and "evaluation 4" in proc.stdout
+    )
+    for label in (
+        "SWER",
+        "wrong_write",
+        "phantom",
+        "over-halt",
+        "task success",
+        "screen success",
+        "gap",
+    ):
+        assert label in proc.stdout
+    assert f"run directory: {tmp_path / 'r'}" in proc.stdout
+    plan = orjson.loads((tmp_path / "r" / "events.jsonl").read_bytes().splitlines()[0])["data"][
+        "plan"
+    ]
+    assert plan["refs"] == {"provider": "fakes:fake_all", "arms": ["fakes:ScriptedArm"]}
+
+
+def test_force_replaces_and_rescore_reproduces(tmp_path: Path, small_run: Path) -> None:
+    target = tmp_path / "r"
+    shutil.copytree(small_run, target)
+    proc = _cli(
+        "run",
+        "--provider",
+        "fakes:FakeProvider",
+        "--arm",
+        "fakes:ScriptedArm",
+        "--trials",
+        "1",
+        "--out",
+        str(target),
+        "--force",
+        "-q",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    results, metrics = load_run(target)
+    assert len(results) == 1
+
+    (target / "metrics.json").unlink()
+    (target / "results.jsonl").write_text("tampered\n")
+    proc = _cli("rescore", str(target), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert load_run(target) == (results, metrics)
+
+
+def test_verify_a_sound_run(tmp_path: Path, small_run: Path) -> None:
+    proc = _cli("verify", str(small_run), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_verify_lists_reasons_for_a_tampered_run(tmp_path: Path, small_run: Path) -> None:
+    target = _corrupt_copy(small_run, tmp_path / "bad")
+    proc = _cli("verify", str(target), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "NOT sound" in proc.stdout and "Traceback" not in proc.stderr
