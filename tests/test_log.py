@@ -21,6 +21,7 @@ from effectbench.log import (
     LogCorrupt,
     LogEntry,
     LogError,
+    LoggedEvent,
     LogSchemaError,
     encode_line,
     event_entry,
@@ -81,6 +82,8 @@ def test_round_trip_of_typed_events(tmp_path: Path) -> None:
     assert [e.line_no for e in got] == list(range(1, 13))
     assert all(e.ts == 100.0 for e in got)
     assert got[4].data["failure_class"] == "environment"
+    assert got[3] == LoggedEvent(3, "episode.reported", 100.0, EP, dict(got[3].data), 4)
+    assert repr(got[1]).startswith("LoggedEvent(seq=1, type='episode.arm_started', ts=100.0")
     assert (reader.count, reader.last_seq, reader.last_hash) == (12, 11, tail.last_hash)
     assert not reader.torn_tail and reader.warnings == []
     assert tail.valid_bytes == path.stat().st_size == reader.valid_bytes
