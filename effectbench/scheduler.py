@@ -19,11 +19,14 @@ no terminal event, and resume abandons it and runs it again on a fresh system of
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import math
+import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -216,6 +219,26 @@ def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+@contextlib.contextmanager
+def _exclusive(log_path: Path) -> Iterator[None]:
+    """Hold an advisory lock on the log for the run, so two processes never write (or
+    resume) one run directory at once."""
+    try:
+        fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ResumeError(f"cannot open {log_path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ResumeError(
+                f"{log_path.parent} is in use by another effectbench process; wait for it or stop it first"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 class _Episode(Exception):
     """Internal: an episode stage failed with a known class."""
 
@@ -259,6 +282,11 @@ class Scheduler:
         return self.run_dir / LOG_NAME
 
     async def run(self, resume: ResumeState | None = None) -> RunOutcome:
+        """Run every pending episode; with ``resume``, continue that log instead of starting one."""
+        with _exclusive(self.log_path):
+            return await self._run_locked(resume)
+
+    async def _run_locked(self, resume: ResumeState | None) -> RunOutcome:
         from effectbench.log import open_log_writer
 
         all_specs = list(episodes(self.plan))
@@ -309,7 +337,10 @@ class Scheduler:
                         if self.options.handle_signals:
                             outer.start_soon(self._watch_signals, work, caught)
                         await self._run_all(pending)
-                    interrupted = work.cancel_called
+                    # a signal that lands after the last episode ended interrupts nothing
+                    interrupted = work.cancel_called and self._finished + self._failed < len(
+                        pending
+                    )
                     outer.cancel_scope.cancel()
             except BaseException:
                 interrupted = True

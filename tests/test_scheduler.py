@@ -169,3 +169,34 @@ def test_resume_state_sees_terminated_and_unterminated(tmp_path: Path) -> None:
     state = load_resume_state(log)
     assert state.terminated == {"a"} and state.unterminated == ("b",) and state.torn_tail
     assert state.plan_hash == "h" and state.run_id == "r"
+
+
+def test_a_run_directory_in_use_is_refused(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    from effectbench.scheduler import ResumeError
+
+    log = tmp_path / "events.jsonl"
+    fd = os.open(log, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(ResumeError, match="in use by another effectbench process"):
+            _run(tmp_path, FakeProvider(("ok",)), {"scripted": ScriptedArm()}, 1)
+    finally:
+        os.close(fd)
+    assert log.read_bytes() == b""
+
+
+def test_a_failing_provider_stop_is_logged_not_fatal(tmp_path: Path) -> None:
+    class LateStop(FakeProvider):
+        async def stop(self) -> None:
+            raise RuntimeError("stop failed")
+
+    log = _run(tmp_path, LateStop(("ok",)), {"scripted": ScriptedArm()}, 2)
+    last = list(read_log(log))[-1]
+    assert last.type == "run.finished" and last.data == {
+        "interrupted": False,
+        "episodes_finished": 2,
+        "episodes_failed": 0,
+    }
