@@ -200,3 +200,18 @@ def test_a_failing_provider_stop_is_logged_not_fatal(tmp_path: Path) -> None:
         "episodes_finished": 2,
         "episodes_failed": 0,
     }
+
+
+def test_the_api_inside_and_outside_an_event_loop(tmp_path: Path) -> None:
+    from effectbench.api import RunError, evaluate_provider, evaluate_provider_async
+
+    async def inside() -> None:
+        result = await evaluate_provider_async(ScriptedArm(), FakeProvider(("ok",)), trials=2, out=tmp_path / "a")
+        assert result.metrics["arms"]["scripted"]["task_success"]["numerator"] == 2
+        assert result.log_path == tmp_path / "a" / "events.jsonl" and "scripted" in result.summary
+        with pytest.raises(RunError, match="await evaluate_provider_async"):
+            evaluate_provider(ScriptedArm(), FakeProvider(("ok",)), out=tmp_path / "b")
+
+    anyio.run(inside)
+    result = evaluate_provider([ScriptedArm()], FakeProvider(("ok",)), trials=1, out=tmp_path / "c")
+    assert not result.interrupted and result.run_dir == tmp_path / "c"
