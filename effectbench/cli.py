@@ -357,7 +357,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("effectbench.plan", ("PlanError",)),
         ("effectbench.registry", ("PluginError",)),
         ("effectbench.log", ("LogError",)),
-        ("effectbench.scheduler", ("ResumeError",)),
+        ("effectbench.scheduler", ("ResumeError", "ProviderStartError")),
         ("effectbench.model", ("InvalidSpec",)),
         ("effectbench.projections.episodes", ("ProjectionError",)),
         ("effectbench.projections.metrics", ("MetricsError",)),

@@ -143,6 +143,10 @@ class ResumeError(Exception):
     """A log that cannot be resumed; the message says why, in one line."""
 
 
+class ProviderStartError(Exception):
+    """The provider's run-level start failed; the log is closed and resumable."""
+
+
 def load_resume_state(log_path: Path) -> ResumeState:
     """Read and verify a log; name the terminated and the started-but-unterminated episodes."""
     from effectbench.log import read_log
@@ -276,6 +280,8 @@ class Scheduler:
         self._emit: Callable[[str, Mapping[str, Any], str | None], Awaitable[None]] | None = None
         self._finished = 0
         self._failed = 0
+        self._start_error: ProviderStartError | None = None
+        self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
 
     @property
     def log_path(self) -> Path:
@@ -338,8 +344,9 @@ class Scheduler:
                             outer.start_soon(self._watch_signals, work, caught)
                         await self._run_all(pending)
                     # a signal that lands after the last episode ended interrupts nothing
-                    interrupted = work.cancel_called and self._finished + self._failed < len(
-                        pending
+                    done = self._finished + self._failed
+                    interrupted = self._start_error is not None or (
+                        work.cancel_called and done < len(pending)
                     )
                     outer.cancel_scope.cancel()
             except BaseException:
@@ -356,6 +363,8 @@ class Scheduler:
                         },
                     )
                 self._emit = None
+        if self._start_error is not None:
+            raise self._start_error
         return RunOutcome(
             run_id=self.run_id,
             interrupted=interrupted,
@@ -377,7 +386,14 @@ class Scheduler:
                 # later signals: already stopping; keep the handler so the log closes cleanly
 
     async def _run_all(self, pending: Sequence[EpisodeSpec]) -> None:
-        await self.provider.start()
+        try:
+            await self.provider.start()
+        except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
+            self._start_error = ProviderStartError(
+                f"provider {self.provider.name!r} failed to start: {_one_line(exc)}; nothing ran. "
+                f"Fix it, then continue with: effectbench run --resume {self.run_dir}"
+            )
+            return
         try:
             if pending:
                 limiter = anyio.CapacityLimiter(self.options.concurrency)
@@ -403,7 +419,14 @@ class Scheduler:
 
     def _planned_data(self, spec: EpisodeSpec) -> dict[str, Any]:
         task = spec.task
-        effect = converter.unstructure(spec.effect)
+        key = (task.task_id, spec.trial)
+        cached = self._effects.get(key)
+        if cached is None:  # every arm of a (task, trial) shares one resolved effect
+            effect = converter.unstructure(spec.effect)
+            # the same bytes Effect.content_hash() hashes, without unstructuring twice
+            digest = hashlib.sha256(orjson.dumps(effect, option=orjson.OPT_SORT_KEYS)).hexdigest()
+            cached = self._effects[key] = (effect, digest)
+        effect, digest = cached
         return {
             "arm": spec.arm,
             "task_id": task.task_id,
@@ -416,10 +439,7 @@ class Scheduler:
             "effect_declared": task.effect_declared,
             "correct_action_available": task.correct_action_available,
             "effect": effect,
-            # the same bytes Effect.content_hash() hashes, without unstructuring twice
-            "effect_hash": hashlib.sha256(
-                orjson.dumps(effect, option=orjson.OPT_SORT_KEYS)
-            ).hexdigest(),
+            "effect_hash": digest,
         }
 
     async def _episode(self, spec: EpisodeSpec) -> None:
@@ -593,6 +613,7 @@ __all__ = [
     "LOG_NAME",
     "EpisodeOutcome",
     "Observer",
+    "ProviderStartError",
     "ResumeError",
     "ResumeState",
     "RunOutcome",

@@ -151,3 +151,24 @@ def test_every_class_in_one_run_keeps_each_episode_to_itself(tmp_path: Path) -> 
         ("raising", "evaluation"): TRIALS,
     }
     assert not result.interrupted
+
+
+def test_a_provider_that_cannot_start_leaves_a_resumable_log(tmp_path: Path) -> None:
+    from effectbench.api import execute
+    from effectbench.scheduler import ProviderStartError
+
+    class Broken(FakeProvider):
+        async def start(self) -> None:
+            raise OSError("port 5432 refused")
+
+    out = tmp_path / "run"
+    with pytest.raises(ProviderStartError, match="failed to start: OSError: port 5432 refused"):
+        evaluate_provider([ScriptedArm()], Broken(), trials=1, out=out)
+    events = list(read_log(out / "events.jsonl"))
+    assert [e.type for e in events] == ["run.started", "run.finished"] and events[-1].data[
+        "interrupted"
+    ]
+    import anyio
+
+    result = anyio.run(lambda: execute(provider=FakeProvider(), arms=[ScriptedArm()], resume=out))
+    assert result.metrics["arms"]["scripted"]["n_eligible"] == 1
