@@ -504,12 +504,15 @@ class Scheduler:
         return provisioned
 
     async def _teardown(self, provisioned: ProvisionedEpisode) -> str | None:
-        with anyio.CancelScope(shield=True):
+        """Always runs, even when the run is being cancelled; bounded by teardown_timeout."""
+        limit = self.options.teardown_timeout
+        with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
             try:
-                with anyio.fail_after(self.options.teardown_timeout):
-                    await provisioned.teardown()
+                await provisioned.teardown()
             except Exception as exc:  # noqa: BLE001 - provider code: an environment failure
                 return _one_line(exc)
+        if scope.cancelled_caught:
+            return f"teardown did not finish within {limit:g}s"
         return None
 
     async def _read_oracle(
