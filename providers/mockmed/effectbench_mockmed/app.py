@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Final
 from urllib.parse import parse_qsl
 
+import anyio
 import attrs
 import orjson
 from starlette.applications import Starlette
@@ -30,6 +31,7 @@ from effectbench_mockmed.faults import Fault
 from effectbench_mockmed.store import EncounterStore, Submission
 
 ENCOUNTER_TYPES: Final[tuple[str, ...]] = ("Triage", "Urgent", "Follow-up")
+STATUSES: Final[tuple[str, ...]] = ("submitted", "draft")
 PATIENTS: Final[Mapping[str, str]] = {"p1": "Ada Moreau (referred)", "p2": "Ada Morel"}
 MAX_BODY: Final = 64 * 1024
 
@@ -45,6 +47,8 @@ class Outcome:
     saved: bool
     status: int
     message: str
+    delay_s: float = 0.0
+    """How long the product stalls before answering (a commit that then hangs)."""
 
 
 class Episodes:
@@ -71,12 +75,22 @@ def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outc
     kind = values.get("type", "").strip()
     if not patient or kind not in ENCOUNTER_TYPES:
         return Outcome(False, 422, "Choose a patient and an encounter type")
+    store = state.store
+    if not store.knows_patient(patient):
+        return Outcome(False, 422, "No chart with that patient id")
+    status: str | None = None
+    if store.schema.has_status:
+        status = values.get("status", "").strip() or None
+        if status is not None and status not in STATUSES:
+            return Outcome(False, 422, f"Status must be one of {', '.join(STATUSES)}")
     fault = state.fault
     if fault.status == 401:
         return Outcome(False, 401, fault.message)
-    sub = Submission(patient, kind, values.get("note", ""), values.get("key") or None, source)
-    state.store.write(sub, fault)
-    return Outcome(fault.banner_saved, fault.status, fault.message)
+    sub = Submission(
+        patient, kind, values.get("note", ""), values.get("key") or None, source, status
+    )
+    store.write(sub, fault)
+    return Outcome(fault.banner_saved, fault.status, fault.message, fault.hang_s)
 
 
 def _page(body: str, status: int = 200) -> HTMLResponse:
@@ -87,15 +101,35 @@ def _page(body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(doc, status_code=status)
 
 
-def _form() -> str:
-    patients = "".join(
-        f"<option value='{k}'>{html.escape(v)}</option>" for k, v in PATIENTS.items()
-    )
+def _patient_options(store: EncounterStore) -> str:
+    charts = store.patients()
+    if not charts:
+        return "".join(
+            f"<option value='{k}'>{html.escape(v)}</option>" for k, v in PATIENTS.items()
+        )
+    out = []
+    for chart in charts:
+        label = f"{chart.get('name')} ({chart.get('id')})"
+        if chart.get("status") == "archived":
+            label += " [archived: chart closed]"
+        out.append(f"<option value='{html.escape(str(chart.get('id')))}'>{html.escape(label)}</option>")
+    return "".join(out)
+
+
+def _form(store: EncounterStore) -> str:
+    patients = _patient_options(store)
     kinds = "".join(f"<option>{t}</option>" for t in ENCOUNTER_TYPES)
+    statuses = (
+        "<label>Status <select name='status'>"
+        + "".join(f"<option>{s}</option>" for s in STATUSES)
+        + "</select></label>"
+        if store.schema.has_status
+        else ""
+    )
     return (
         "<form method='post' action='encounters'>"
         f"<label>Patient <select name='patient_id'>{patients}</select></label>"
-        f"<label>Type <select name='type'>{kinds}</select></label>"
+        f"<label>Type <select name='type'>{kinds}</select></label>{statuses}"
         "<label>Note <textarea name='note'></textarea></label>"
         "<input type='hidden' name='key' value=''>"
         "<button type='submit'>Save</button></form>"
@@ -124,9 +158,10 @@ def build_app(episodes: Episodes) -> Starlette:
     """The ASGI app over one token table (one per provider instance, no globals)."""
 
     async def form_page(request: Request) -> Response:
-        if _state(request, episodes) is None:
+        state = _state(request, episodes)
+        if state is None:
             return _not_found()
-        return _page(_form())
+        return _page(_form(state.store))
 
     async def form_submit(request: Request) -> Response:
         state = _state(request, episodes)
@@ -137,7 +172,12 @@ def build_app(episodes: Episodes) -> Starlette:
             return _page(_banner(Outcome(False, 413, "The form is too large")), 413)
         values = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
         outcome = _submit(state, values, "ui")
-        return _page(_banner(outcome) + _form(), outcome.status)
+        page = _page(_banner(outcome) + _form(state.store), outcome.status)
+        if outcome.delay_s > 0:
+            # The commit is done; the store may be torn down while we stall, so the page
+            # is rendered first.
+            await anyio.sleep(outcome.delay_s)
+        return page
 
     async def api_read(request: Request) -> Response:
         state = _state(request, episodes)
@@ -164,6 +204,8 @@ def build_app(episodes: Episodes) -> Starlette:
             )
         values = {str(k): "" if v is None else str(v) for k, v in parsed.items()}
         outcome = _submit(state, values, "api")
+        if outcome.delay_s > 0:
+            await anyio.sleep(outcome.delay_s)
         payload = {"saved": outcome.saved, "message": outcome.message}
         return Response(orjson.dumps(payload), outcome.status, media_type="application/json")
 

@@ -40,13 +40,32 @@ def read_banner(page: str) -> tuple[bool, str]:
 class FormDriver:
     """Submits the encounter form the way a browser would (urlencoded POST)."""
 
-    def __init__(self, client: httpx.AsyncClient, telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        telemetry: Telemetry,
+        submit_timeout_s: float | None = None,
+    ) -> None:
+        """``submit_timeout_s``: give up on a save after this long, as a browser's page
+        would, and show no saved banner (None: the client's own timeout, errors propagate)."""
         self._client = client
         self._telemetry = telemetry
+        self._submit_timeout_s = submit_timeout_s
 
     async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
         form = {k: "" if v is None else str(v) for k, v in values.items()}
-        resp = await self._client.post("encounters", data=form)
+        if self._submit_timeout_s is not None:
+            try:
+                resp = await self._client.post(
+                    "encounters", data=form, timeout=self._submit_timeout_s
+                )
+            except httpx.TimeoutException:
+                self._telemetry.action("submit_form", status=None, screen_says_saved=False)
+                return ProductResponse(
+                    screen_says_saved=False, status=None, message="The page stopped responding"
+                )
+        else:
+            resp = await self._client.post("encounters", data=form)
         saved, message = read_banner(resp.text)
         self._telemetry.action("submit_form", status=resp.status_code, screen_says_saved=saved)
         return ProductResponse(screen_says_saved=saved, status=resp.status_code, message=message)

@@ -14,22 +14,29 @@ import secrets
 import shutil
 import ssl
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import ClassVar, Final
 
 import anyio
 import attrs
 import httpx
 
 from effectbench.model import TaskSpec
-from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.provider import EnvHandle, Oracle, ProvisionedEpisode, Telemetry
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.client import FormDriver, RestReadback, new_client
-from effectbench_mockmed.faults import FAULTS
+from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
 from effectbench_mockmed.server import LocalServer
-from effectbench_mockmed.store import EncounterStore, build_template, remove_database, seed_rows
+from effectbench_mockmed.store import (
+    ANCHOR_SCHEMA,
+    EncounterStore,
+    StoreSchema,
+    build_template,
+    remove_database,
+    seed_tables,
+)
 from effectbench_mockmed.tasks import TASKS
 
 VERSION: Final = "1.0.0"
@@ -54,6 +61,32 @@ def default_tmp_root() -> Path | None:
     return None
 
 
+def _no_channels(path: Path) -> Mapping[str, str]:
+    return {}
+
+
+def _mockmed_oracle(path: Path) -> Oracle:
+    return MockMedOracle(path)
+
+
+@attrs.frozen
+class PackDef:
+    """What makes one MockMed pack: its tasks, the product's modes, its database, and
+    any extra channel the arm gets (given the episode's database path)."""
+
+    tasks: tuple[TaskSpec, ...]
+    faults: Mapping[str, Fault]
+    schema: StoreSchema = ANCHOR_SCHEMA
+    channels: Callable[[Path], Mapping[str, str]] = _no_channels
+    oracle: Callable[[Path], Oracle] = _mockmed_oracle
+    submit_timeout_s: float | None = None
+    """The form driver's save timeout (None: the client's; see ``FormDriver``)."""
+
+
+ANCHOR_PACK: Final = PackDef(tasks=TASKS, faults=FAULTS)
+"""The nine-task anchor, exactly as the spec pins it."""
+
+
 @attrs.frozen
 class _Running:
     """Run-scoped resources, present between start() and stop()."""
@@ -75,7 +108,7 @@ class _Episode:
         episodes: Episodes,
         store: EncounterStore,
         client: httpx.AsyncClient,
-        oracle: MockMedOracle,
+        oracle: Oracle,
     ) -> None:
         self._token = token
         self._episodes = episodes
@@ -91,7 +124,9 @@ class _Episode:
         self._episodes.pop(self._token)
         with anyio.CancelScope(shield=True):
             await self._client.aclose()
-        self._oracle.close()
+        close = getattr(self._oracle, "close", None)
+        if callable(close):
+            close()
         self._store.close()
         remove_database(self._store.path)
 
@@ -101,6 +136,7 @@ class MockMedProvider:
 
     name: str = "mockmed"
     version: str = VERSION
+    pack: ClassVar[PackDef] = ANCHOR_PACK
 
     def __init__(
         self, *, tmp_root: Path | None = None, http_timeout_s: float = HTTP_TIMEOUT_S
@@ -111,7 +147,7 @@ class MockMedProvider:
         self._live: dict[str, _Episode] = {}
 
     def tasks(self) -> Sequence[TaskSpec]:
-        return TASKS
+        return self.pack.tasks
 
     @property
     def base_url(self) -> str | None:
@@ -124,7 +160,7 @@ class MockMedProvider:
         root = Path(tempfile.mkdtemp(prefix="effectbench-mockmed-", dir=self._tmp_root))
         try:
             template = root / "template.db"
-            build_template(template)
+            build_template(template, self.pack.schema)
             episodes = Episodes()
             server = LocalServer(build_app(episodes))
             await server.start()
@@ -157,26 +193,29 @@ class MockMedProvider:
             raise RuntimeError(
                 "MockMedProvider.provision() before start(): call await provider.start() first"
             )
+        pack = self.pack
         mode = task.fixture.get("mode")
-        fault = FAULTS.get(str(mode))
+        fault = pack.faults.get(str(mode))
         if fault is None:
             raise ValueError(
-                f"task {task.task_id}: fixture mode {mode!r} is not a MockMed mode; use one of {', '.join(FAULTS)}"
+                f"task {task.task_id}: fixture mode {mode!r} is not a MockMed mode; use one of {', '.join(pack.faults)}"
             )
         token = secrets.token_urlsafe(18)
         path = running.root / f"ep-{secrets.token_hex(8)}.db"
-        store = EncounterStore(path, running.template, seed_rows(task.initial_state))
+        store = EncounterStore(
+            path, running.template, seed_tables(task.initial_state, pack.schema), pack.schema
+        )
         running.episodes.add(token, EpisodeState(store, fault))
         base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
         client = new_client(base_url, running.ssl_context, self._http_timeout_s)
         telemetry = Telemetry()
         env = EnvHandle(
-            channels={"base_url": base_url},
+            channels={"base_url": base_url, **pack.channels(path)},
             telemetry=telemetry,
-            driver=FormDriver(client, telemetry),
+            driver=FormDriver(client, telemetry, pack.submit_timeout_s),
             verifier=RestReadback(client),
         )
-        oracle = MockMedOracle(path)
+        oracle = pack.oracle(path)
         episode = _Episode(token, running.episodes, store, client, oracle)
         self._live[token] = episode
 
