@@ -206,7 +206,9 @@ def test_the_api_inside_and_outside_an_event_loop(tmp_path: Path) -> None:
     from effectbench.api import RunError, evaluate_provider, evaluate_provider_async
 
     async def inside() -> None:
-        result = await evaluate_provider_async(ScriptedArm(), FakeProvider(("ok",)), trials=2, out=tmp_path / "a")
+        result = await evaluate_provider_async(
+            ScriptedArm(), FakeProvider(("ok",)), trials=2, out=tmp_path / "a"
+        )
         assert result.metrics["arms"]["scripted"]["task_success"]["numerator"] == 2
         assert result.log_path == tmp_path / "a" / "events.jsonl" and "scripted" in result.summary
         with pytest.raises(RunError, match="await evaluate_provider_async"):
