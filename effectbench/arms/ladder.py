@@ -1,0 +1,119 @@
+"""The read-path ladder's three arms: one action, three ways to decide it worked.
+
+All three submit the task's scripted solution once through ``env.driver`` and differ
+only in what they read afterwards:
+
+- ``screen`` trusts the save banner (``ProductResponse.screen_says_saved``); an error
+  page, a 409, a 401 or a save that never answered is "not saved".
+- ``effect_rest`` reads the product's own record readback
+  (``env.product_effect_verifier()``) before and after, and judges the declared
+  effect on what it shows.
+- ``effect_full`` reads every table of the database, read-only, before and after,
+  through the ``sqlite_ro_path`` channel a provider may offer, and judges the declared
+  effect, stray writes to other tables included.
+
+Each claims success only on its own evidence and halts otherwise. Without its read
+path (or without a declared effect) a verifying arm still acts, then fails safe:
+reports failure and halts, since an unverified success claim is what SWER counts.
+They are generic: TaskView and EnvHandle only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import anyio.to_thread
+
+from effectbench.arm import TaskView
+from effectbench.judge import judge
+from effectbench.model import AgentReport, Snapshot, TrueState
+from effectbench.provider import EnvHandle, ProductResponse
+from effectbench.sql_oracle import read_all_tables
+
+__all__ = ["SQLITE_RO_CHANNEL", "EffectFullArm", "EffectRestArm", "ScreenArm"]
+
+SQLITE_RO_CHANNEL: Final = "sqlite_ro_path"
+_NO_SCRIPT: Final = "no scripted action: the task offers no solution or the provider no driver"
+
+Reader = Callable[[], Awaitable[Snapshot]]
+
+
+def _halt(message: str) -> AgentReport:
+    return AgentReport(reported_success=False, halted=True, message=message)
+
+
+async def _submit(task: TaskView, env: EnvHandle) -> ProductResponse:
+    """One submission; a driver error is what the user sees as an error page."""
+    assert task.solution is not None and env.driver is not None
+    try:
+        return await env.driver.submit(task.solution)
+    except Exception as exc:  # noqa: BLE001 - an error page is "not saved", not an arm crash
+        env.telemetry.action("submit_error", error=f"{type(exc).__name__}: {exc}"[:300])
+        return ProductResponse(screen_says_saved=False, status=None, message=str(exc)[:200])
+
+
+class ScreenArm:
+    """Submits once; reports success exactly when the save banner says saved."""
+
+    name: str = "screen"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        if task.solution is None or env.driver is None:
+            return _halt(_NO_SCRIPT)
+        response = await _submit(task, env)
+        if response.screen_says_saved:
+            return AgentReport(
+                reported_success=True, halted=False, message=f"banner: {response.message}"
+            )
+        return _halt(f"the banner did not say saved (status {response.status}): {response.message}")
+
+
+async def _verified(task: TaskView, env: EnvHandle, reader: Reader | None, path: str) -> AgentReport:
+    """Read, act once, read again, judge the declared effect on the two reads."""
+    if task.solution is None or env.driver is None:
+        return _halt(_NO_SCRIPT)
+    if reader is None or task.effect is None:
+        await _submit(task, env)
+        why = f"no {path} offered" if reader is None else "the task declares no effect to check"
+        return _halt(f"acted but cannot verify: {why}")
+    before = await reader()
+    await _submit(task, env)
+    after = await reader()
+    verdict = judge(task.effect, before, after)
+    if verdict.true_state is TrueState.CORRECT:
+        return AgentReport(
+            reported_success=True, halted=False, message=f"the {path} confirms the declared effect"
+        )
+    detail = "; ".join(verdict.reasons) or verdict.true_state.value
+    return _halt(f"the {path} does not confirm the effect ({verdict.true_state.value}): {detail}")
+
+
+class EffectRestArm:
+    """Trusts the product's own readback (one REST read path) for the declared effect."""
+
+    name: str = "effect_rest"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        verifier = env.product_effect_verifier()
+        return await _verified(
+            task, env, None if verifier is None else verifier.read, "product readback"
+        )
+
+
+class EffectFullArm:
+    """Trusts a read-only read of every table the database's schema lists."""
+
+    name: str = "effect_full"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        path = env.channels.get(SQLITE_RO_CHANNEL)
+        reader: Reader | None = None
+        if path:
+            db_path = path
+
+            async def read() -> Snapshot:
+                return await anyio.to_thread.run_sync(read_all_tables, db_path)
+
+            reader = read
+        return await _verified(task, env, reader, "read-only read of every table")
