@@ -42,8 +42,8 @@ class Fault:
     retarget: str | None = None
     """Store the row under this patient instead of the submitted one (a wrong record)."""
     homonym: bool = False
-    """Resolve the submitted patient by display name and land on another patient who
-    shares it (the product's lookup picks the homonym)."""
+    """Resolve the submitted patient by display name and land on the newest chart of that
+    name (for the referred patient p1, its homonym)."""
     retype: str | None = None
     """Store the row with this encounter type instead of the submitted one."""
     stray_billing: bool = False

@@ -185,9 +185,12 @@ class EncounterStore:
         if fault.retarget is not None:
             return fault.retarget
         if fault.homonym and self.schema.has_patients:
+            # The lookup goes by display name and takes the newest chart holding it, so
+            # every chart of that name resolves to the same one (aiming at the homonym
+            # does not land on the referred patient either).
             row = self._conn.execute(
-                "SELECT id FROM patients WHERE id != ?1 AND name = "
-                "(SELECT name FROM patients WHERE id = ?1) ORDER BY id DESC LIMIT 1",
+                "SELECT id FROM patients WHERE name = "
+                "(SELECT name FROM patients WHERE id = ?) ORDER BY id DESC LIMIT 1",
                 (submitted,),
             ).fetchone()
             if row is not None:
