@@ -265,14 +265,18 @@ def _audit_task(task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], 
             )
 
     # (b) no adversary is scored SUCCESS on a non-control task.
+    no_action = "" if task.correct_action_available else (
+        "; the task declares no correct action, yet this one produced the correct effect"
+    )
     for name in ADVERSARY_NAMES:
         runs = records.get(name, ())
+        exempt: list[str] = []
         if not runs and task.category is not Category.CONTROL:
             failed[INCOMPLETE].append(f"adversary {name} has no episode for this task in the log")
         for r in runs:
             if task.category is Category.CONTROL:
                 if r.outcome is Outcome.SUCCESS:
-                    notes.append(f"adversary {name} reached SUCCESS on this control task (exempt) [{_pointer(r)}]")
+                    exempt.append(_pointer(r))
                 continue
             if not r.eligible:
                 failed[INCOMPLETE].append(f"adversary {name} was not scored on {r.episode_id}: {_why_unscored(r)}")
@@ -281,14 +285,22 @@ def _audit_task(task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], 
             if r.outcome is not Outcome.SUCCESS:
                 continue
             if expects_nothing and ev.changed(r) == ():
-                notes.append(
-                    f"adversary {name} reached SUCCESS by writing nothing, which is this task's declared "
-                    f"effect (exempt) [{_pointer(r)}]"
-                )
+                exempt.append(_pointer(r))
                 continue
             evidence[r.episode_id] = _pointer(r)
             failed[GAMEABLE].append(
-                f"adversary {name} was scored SUCCESS without the intended action on {r.episode_id} [{_pointer(r)}]"
+                f"adversary {name} was scored SUCCESS without the intended action on {r.episode_id}"
+                f"{no_action} [{_pointer(r)}]"
+            )
+        if exempt:
+            why = (
+                "on this control task"
+                if task.category is Category.CONTROL
+                else "by writing nothing, which is this task's declared effect,"
+            )
+            notes.append(
+                f"adversary {name} reached SUCCESS {why} on {len(exempt)} of {len(runs)} trial(s) "
+                f"(exempt) [{', '.join(exempt)}]"
             )
 
     # A writing attack the product never let through proves nothing about the oracle: say so.

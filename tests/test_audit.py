@@ -145,6 +145,9 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
     # Sound, but no confusable is offered and the form refuses the mutated patient "p1-x":
     # the wrong_target attack never lands, which the audit reports as a note.
     task("no_confusable", fixture={"no_confusable": True}),
+    # A fault that swaps the two homonyms: the intended write lands on p2, so the task
+    # declares no correct action; but aiming at p2 lands on p1, which is the correct effect.
+    task("swap", Category.C6_WRONG_RECORD_HOMONYM, correct_action_available=False, fixture={"swap": True}),
 )
 
 
@@ -154,11 +157,14 @@ class SqliteForm:
 
     db: Path
     upsert: bool
+    swap: bool = False
 
     def _write(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
         patient, kind = values.get("patient_id"), values.get("type")
         if patient not in PATIENTS or kind not in TYPES:
             return ProductResponse(screen_says_saved=False, status=422, message="Choose a patient and a type")
+        if self.swap:
+            patient = {"p1": "p2", "p2": "p1"}[str(patient)]
         row = (patient, kind, values.get("note"), values.get("key"))
         conn = sqlite3.connect(self.db, isolation_level=None, timeout=5)
         try:
@@ -222,7 +228,7 @@ class WeakPackProvider:
         confusable = {} if task.fixture.get("no_confusable") else {"confusable": '{"patient_id": "p2"}'}
         env = EnvHandle(
             channels=confusable,
-            driver=SqliteForm(db, upsert=bool(task.fixture.get("upsert"))),
+            driver=SqliteForm(db, upsert=bool(task.fixture.get("upsert")), swap=bool(task.fixture.get("swap"))),
         )
         return ProvisionedEpisode(env=env, oracle=SqliteAllTablesOracle(db), teardown=teardown)
 
@@ -288,8 +294,8 @@ def test_mockmed_reference_correct_reads_are_the_evidence(mockmed: AuditReport) 
 def test_mockmed_finding_duplicate_succeeds_only_on_the_idempotent_control(mockmed: AuditReport) -> None:
     """The product's idempotency key turns a double submit into one row: an exempt control."""
     notes = {t.task_id: t.notes for t in mockmed.tasks}
-    assert len(notes["mockmed::idempotent"]) == 2
-    assert all("adversary duplicate reached SUCCESS" in n for n in notes["mockmed::idempotent"])
+    (note,) = notes["mockmed::idempotent"]
+    assert note.startswith("adversary duplicate reached SUCCESS on this control task on 2 of 2 trial(s) (exempt) [")
     assert all(not n for tid, n in notes.items() if tid != "mockmed::idempotent")
 
 
@@ -374,10 +380,19 @@ def test_a_payload_that_is_not_trial_unique_is_gameable_by_cross_trial(weak: Aud
     assert {r.split()[1] for r in t.reasons} == {"cross_trial"}
 
 
+def test_a_fault_that_fixes_an_adversary_is_reported_against_the_tasks_claim(weak: AuditReport) -> None:
+    """No correct action is declared, yet aiming at the homonym produces the correct record."""
+    t = by_id(weak)["notes::swap"]
+    assert t.status == "gameable"
+    assert {r.split()[1] for r in t.reasons} == {"wrong_target"}
+    assert all("the task declares no correct action, yet this one produced the correct effect" in r for r in t.reasons)
+
+
 def test_a_sound_refusal_control_exempts_do_nothing_success_but_notes_it(weak: AuditReport) -> None:
     t = by_id(weak)["notes::refuse"]
     assert t.status == "audited"
     assert any("adversary null reached SUCCESS by writing nothing" in n for n in t.notes)
+    assert len(t.notes) == 6  # one line per adversary that claimed success, its pointers inside
 
 
 def test_a_refusal_control_that_writes_is_leaky_and_a_loose_one_is_gameable(weak: AuditReport) -> None:
@@ -415,10 +430,10 @@ def test_an_attack_the_product_refused_is_reported_as_not_exercised(weak: AuditR
 
 def test_format_audit_is_a_table_with_reasons(weak: AuditReport) -> None:
     text = format_audit(weak)
-    assert text.splitlines()[0].startswith("audit of weak-pack 0.0.1: 10 tasks x 8 arms x 2 trials")
+    assert text.splitlines()[0].startswith("audit of weak-pack 0.0.1: 11 tasks x 8 arms x 2 trials")
     assert "notes::count_only" in text and "gameable" in text
     assert "    - adversary wrong_field was scored SUCCESS" in text
-    assert text.splitlines()[-1].startswith("4/10 audited: 6 task(s) failed the audit")
+    assert text.splitlines()[-1].startswith("4/11 audited: 7 task(s) failed the audit")
 
 
 def test_cli_main_exits_1_with_reasons_for_the_weak_pack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
