@@ -363,7 +363,11 @@ def _task_entry(task: Mapping[str, Any]) -> dict[str, Any]:
     entry["adversarially_audited_declared"] = bool(
         (task.get("oracle") or {}).get("adversarially_audited", False)
     )
-    return entry
+    from effectbench.pack import redact_task_entry
+
+    # A test-split task is scored (the log holds its effect) but the manifest, which is
+    # published with results, lists only its axes: the public pack's redaction.
+    return redact_task_entry(entry)
 
 
 def _dependency_versions() -> dict[str, str | None]:

@@ -349,6 +349,25 @@ def audit(provider: str, trials: int, concurrency: int, out: Path | None, force:
     return audit_cli_main(provider, out, trials=trials, concurrency=concurrency, force=force)
 
 
+@cli.command()
+@click.option(
+    "--provider",
+    default="mockmed",
+    show_default=True,
+    help="Provider entry point or module:attribute.",
+)
+def pack(provider: str) -> int:
+    """Print the provider's public pack manifest (test-split tasks redacted) as JSON."""
+    import orjson
+
+    from effectbench.pack import public_pack_manifest
+    from effectbench.registry import Registry
+
+    manifest = public_pack_manifest(Registry().provider(provider))
+    _out(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
+    return 0
+
+
 def _user_error_types() -> tuple[type[BaseException], ...]:
     """Errors whose message is written for the user: shown as one line, exit 2."""
     types: list[type[BaseException]] = []
