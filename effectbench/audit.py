@@ -387,6 +387,11 @@ async def audit_provider(
     """
     from effectbench.api import RunError, evaluate_provider_async
 
+    if out_dir is not None and not force and Path(out_dir).is_dir() and any(Path(out_dir).iterdir()):
+        raise AuditError(
+            f"audit directory {out_dir} already exists and is not empty; choose another --out or pass --force "
+            "to replace it"
+        )
     try:
         result = await evaluate_provider_async(
             audit_arms(), provider, trials=trials, concurrency=concurrency, out=out_dir, force=force, registry=registry
