@@ -1,96 +1,70 @@
-"""Scheduler overhead: episodes/s and harness time per episode, with every event written.
+"""Scheduler overhead: no-op episodes per second and harness time per episode.
 
-An in-memory provider (tests/fakes.py) and a no-op arm, so what is measured is the
-harness itself: planning, provisioning calls, oracle reads, eight chained events per
-episode through the single log writer, teardown. Also a latency-bound case: arms that
-sleep, at high concurrency, against the ideal (episodes / concurrency x sleep).
+The real Scheduler runs an in-memory provider (bench/_inmemory.py) and an arm that
+halts at once, so the time measured is the harness's own: planning, the provision
+call, two oracle reads, every event (eight per episode) serialised, hash-chained and
+written by the single log writer, teardown. 20,000 episodes at concurrency 1, 64 and
+1024; the median of --runs runs per case. Target: >= 5,000 episodes/s at 64.
 
-    python bench/scheduler_overhead.py [--episodes 20000] [--json PATH]
+    .venv/bin/python bench/scheduler_overhead.py [--episodes 20000] [--runs 3] [--json PATH]
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-import anyio
-import orjson
+from _common import load_line, loadavg, median, parser, table, write_json
+from _inmemory import NoopArm, run_inmemory
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from fakes import FakeProvider, NoopArm, SleepArm
-
-from effectbench.plan import ProviderInfo, build_plan
-from effectbench.scheduler import Scheduler, SchedulerOptions
-
-
-def _run(episodes: int, concurrency: int, arm: object, tasks: int = 100) -> tuple[float, int]:
-    provider = FakeProvider(("ok",), n_tasks=tasks)
-    trials = max(1, episodes // tasks)
-    plan = build_plan(ProviderInfo("fake", "1.0"), provider.tasks(), [arm.name], trials)  # type: ignore[attr-defined]
-    with tempfile.TemporaryDirectory() as tmp:
-        sched = Scheduler(
-            plan,
-            provider,
-            {arm.name: arm},  # type: ignore[attr-defined, dict-item]
-            Path(tmp),
-            run_id="bench",
-            options=SchedulerOptions(concurrency=concurrency),
-        )
-        t0 = time.perf_counter()
-        outcome = anyio.run(sched.run)
-        elapsed = time.perf_counter() - t0
-        lines = (Path(tmp) / "events.jsonl").read_bytes().count(b"\n")
-    assert outcome.finished == plan.n_episodes, outcome
-    return elapsed, lines
+TARGET_EPS_AT_64 = 5000.0
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--episodes", type=int, default=20_000)
-    ap.add_argument("--sleep-episodes", type=int, default=10_000)
-    ap.add_argument("--no-sleep", action="store_true", help="skip the 1 s sleeping-arm case")
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 1024])
     args = ap.parse_args()
+    start_load = loadavg()
     rows = []
-    print(f"{'case':<28}{'episodes':>9}{'events':>9}{'seconds':>9}{'ep/s':>10}{'us/ep':>9}")
-    for conc in (1, 64, 1024):
-        elapsed, lines = _run(args.episodes, conc, NoopArm())
-        row = {
-            "case": f"noop c={conc}",
-            "episodes": args.episodes,
-            "events": lines,
-            "seconds": elapsed,
-            "episodes_per_s": args.episodes / elapsed,
-            "us_per_episode": elapsed / args.episodes * 1e6,
-        }
-        rows.append(row)
-        print(
-            f"{row['case']:<28}{args.episodes:>9}{lines:>9}{elapsed:>9.2f}{row['episodes_per_s']:>10.0f}{row['us_per_episode']:>9.1f}"
+    for conc in args.concurrency:
+        walls, cpus = [], []
+        lines = 0
+        for _ in range(args.runs):
+            c0 = time.process_time()
+            wall, lines = run_inmemory(args.episodes, conc, NoopArm())
+            cpus.append(time.process_time() - c0)
+            walls.append(wall)
+        wall, cpu = median(walls), median(cpus)
+        rows.append(
+            {
+                "concurrency": conc,
+                "episodes": args.episodes,
+                "events": lines,
+                "runs": args.runs,
+                "wall_s": walls,
+                "median_wall_s": wall,
+                "episodes_per_s": args.episodes / wall,
+                "us_per_episode": wall / args.episodes * 1e6,
+                "cpu_us_per_episode": cpu / args.episodes * 1e6,
+                "events_per_s": lines / wall,
+            }
         )
-    if not args.no_sleep:
-        n, conc, sleep = args.sleep_episodes, 1000, 1.0
-        elapsed, lines = _run(n, conc, SleepArm(sleep))
-        ideal = n / conc * sleep
-        row = {
-            "case": f"sleep 1s c={conc}",
-            "episodes": n,
-            "events": lines,
-            "seconds": elapsed,
-            "ideal_seconds": ideal,
-            "ratio_to_ideal": elapsed / ideal,
-        }
-        rows.append(row)
-        print(
-            f"{row['case']:<28}{n:>9}{lines:>9}{elapsed:>9.2f}   ideal {ideal:.1f}s, ratio {elapsed / ideal:.3f}"
+    print(f"scheduler overhead, no-op arm, {args.episodes:,} episodes, median of {args.runs} ({load_line()})")
+    print(
+        table(
+            ["concurrency", "events", "wall s", "episodes/s", "us/episode", "cpu us/episode"],
+            [
+                [r["concurrency"], r["events"], r["median_wall_s"], r["episodes_per_s"],
+                 r["us_per_episode"], r["cpu_us_per_episode"]]
+                for r in rows
+            ],
         )
-    if args.json:
-        args.json.write_bytes(
-            orjson.dumps({"bench": "scheduler_overhead", "rows": rows}, option=orjson.OPT_INDENT_2)
-        )
+    )
+    at64 = next((r for r in rows if r["concurrency"] == 64), None)
+    if at64 is not None:
+        ok = at64["episodes_per_s"] >= TARGET_EPS_AT_64
+        print(f"target >= {TARGET_EPS_AT_64:,.0f} episodes/s at 64: {at64['episodes_per_s']:,.0f} ({'met' if ok else 'MISSED'})")
+    write_json(args.json, "scheduler_overhead", {"target_episodes_per_s_at_64": TARGET_EPS_AT_64, "rows": rows}, start_load)
 
 
 if __name__ == "__main__":

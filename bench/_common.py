@@ -1,0 +1,84 @@
+"""Shared bench plumbing: argument parsing, medians, the load average, table and JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0])
+    ap.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    ap.add_argument("--runs", type=int, default=3, help="repetitions per case (median reported)")
+    return ap
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "python": platform.python_version(),
+        "loadavg": list(os.getloadavg()),
+    }
+
+
+def load_line() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    out = []
+    for n, r in enumerate(cells):
+        out.append("  ".join(c.rjust(w) if n and i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        if abs(v) >= 10:
+            return f"{v:.1f}"
+        return f"{v:.3f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def write_json(path: Path | None, name: str, payload: dict[str, Any], before: dict[str, float]) -> None:
+    """``before``: load average when the bench started (the end's is in machine())."""
+    if path is None:
+        return
+    doc = {"bench": name, "machine": machine(), "loadavg_start": before, **payload}
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def loadavg() -> dict[str, float]:
+    one, five, fifteen = os.getloadavg()
+    return {"1m": one, "5m": five, "15m": fifteen}
