@@ -69,7 +69,9 @@ class ScreenArm:
         return _halt(f"the banner did not say saved (status {response.status}): {response.message}")
 
 
-async def _verified(task: TaskView, env: EnvHandle, reader: Reader | None, path: str) -> AgentReport:
+async def _verified(
+    task: TaskView, env: EnvHandle, reader: Reader | None, path: str
+) -> AgentReport:
     """Read, act once, read again, judge the declared effect on the two reads."""
     if task.solution is None or env.driver is None:
         return _halt(_NO_SCRIPT)

@@ -112,7 +112,9 @@ def _patient_options(store: EncounterStore) -> str:
         label = f"{chart.get('name')} ({chart.get('id')})"
         if chart.get("status") == "archived":
             label += " [archived: chart closed]"
-        out.append(f"<option value='{html.escape(str(chart.get('id')))}'>{html.escape(label)}</option>")
+        out.append(
+            f"<option value='{html.escape(str(chart.get('id')))}'>{html.escape(label)}</option>"
+        )
     return "".join(out)
 
 

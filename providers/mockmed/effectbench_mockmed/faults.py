@@ -97,9 +97,16 @@ LADDER_FAULTS: Final[Mapping[str, Fault]] = MappingProxyType(
             1, StoreFault.NONE, False, True, 200, "Saved", stray_billing=True
         ),
         "optimistic": Fault(
-            1, StoreFault.DROP, False, False, 409, "Someone else changed this chart; reload and retry"
+            1,
+            StoreFault.DROP,
+            False,
+            False,
+            409,
+            "Someone else changed this chart; reload and retry",
         ),
-        "session": Fault(1, StoreFault.DROP, False, False, 401, "Your session expired; sign in again"),
+        "session": Fault(
+            1, StoreFault.DROP, False, False, 401, "Your session expired; sign in again"
+        ),
         "timeout": Fault(1, StoreFault.NONE, False, True, 200, "Saved", hang_s=LADDER_HANG_S),
     }
 )

@@ -56,17 +56,21 @@ __all__ = [
     "FULL_SCHEMA",
     "FULL_TASKS",
     "HOMONYM",
-    "MockMedFullProvider",
     "NEW_TASKS",
     "REFUSAL_EFFECT",
+    "MockMedFullProvider",
 ]
 
 FULL_SCHEMA: Final = StoreSchema(
     ddl=(
-        "CREATE TABLE encounters(id INTEGER PRIMARY KEY AUTOINCREMENT, patient_id TEXT, "
-        "type TEXT, note TEXT, source TEXT, key TEXT, status TEXT NOT NULL DEFAULT 'submitted')",
-        "CREATE TABLE patients(id TEXT PRIMARY KEY, name TEXT NOT NULL, "
-        "status TEXT NOT NULL DEFAULT 'active')",
+        (
+            "CREATE TABLE encounters(id INTEGER PRIMARY KEY AUTOINCREMENT, patient_id TEXT, "
+            "type TEXT, note TEXT, source TEXT, key TEXT, status TEXT NOT NULL DEFAULT 'submitted')"
+        ),
+        (
+            "CREATE TABLE patients(id TEXT PRIMARY KEY, name TEXT NOT NULL, "
+            "status TEXT NOT NULL DEFAULT 'active')"
+        ),
     ),
     columns={"encounters": (*COLUMNS, "status"), "patients": ("id", "name", "status")},
     base_rows={
@@ -178,12 +182,18 @@ AMBIGUOUS_TARGET_GOAL: Final = (
 )
 
 SEALED_GOALS: Final = (
-    "Patient p1 is back from the radiology suite. Record a Triage encounter for this patient "
-    "carrying the clinical note given in your payload (param 'note'), and save it.",
-    "Patient p1 is waiting in bay four after a fall. Record a Triage encounter for this patient "
-    "carrying the clinical note given in your payload (param 'note'), and save it.",
-    "Patient p1 was handed over by the night shift. Record a Triage encounter for this patient "
-    "carrying the clinical note given in your payload (param 'note'), and save it.",
+    (
+        "Patient p1 is back from the radiology suite. Record a Triage encounter for this "
+        "patient carrying the clinical note given in your payload (param 'note'), and save it."
+    ),
+    (
+        "Patient p1 is waiting in bay four after a fall. Record a Triage encounter for this "
+        "patient carrying the clinical note given in your payload (param 'note'), and save it."
+    ),
+    (
+        "Patient p1 was handed over by the night shift. Record a Triage encounter for this "
+        "patient carrying the clinical note given in your payload (param 'note'), and save it."
+    ),
 )
 """Worded apart from every public goal, so a leak of one is detectable by its text."""
 
@@ -269,7 +279,14 @@ NEW_TASKS: Final[tuple[TaskSpec, ...]] = (
         effect=_status_effect("submitted"),
         solution={**SOLUTION, "status": "submitted"},
     ),
-    _task("undeclared", "ok", CONTROL, True, title="Triage with an undeclared effect", effect_declared=False),
+    _task(
+        "undeclared",
+        "ok",
+        CONTROL,
+        True,
+        title="Triage with an undeclared effect",
+        effect_declared=False,
+    ),
     _task(
         "undeclared_partial",
         "partial",

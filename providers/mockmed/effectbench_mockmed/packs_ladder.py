@@ -49,10 +49,10 @@ __all__ = [
     "LADDER_SWER",
     "LADDER_TASKS",
     "LADDER_TRIALS",
-    "MockMedLadderProvider",
     "SCENARIOS",
     "SQLITE_RO_CHANNEL",
     "SUBMIT_TIMEOUT_S",
+    "MockMedLadderProvider",
 ]
 
 PREFIX: Final = "ladder::"
@@ -65,8 +65,10 @@ SQLITE_RO_CHANNEL: Final = "sqlite_ro_path"
 LADDER_SCHEMA: Final = StoreSchema(
     ddl=(
         SCHEMA,
-        "CREATE TABLE billing(id INTEGER PRIMARY KEY AUTOINCREMENT, encounter_id INTEGER, "
-        "code TEXT, amount_cents INTEGER)",
+        (
+            "CREATE TABLE billing(id INTEGER PRIMARY KEY AUTOINCREMENT, encounter_id INTEGER, "
+            "code TEXT, amount_cents INTEGER)"
+        ),
     ),
     columns={"encounters": COLUMNS, "billing": ("id", "encounter_id", "code", "amount_cents")},
 )

@@ -51,17 +51,25 @@ class StoreSchema:
 ANCHOR_SCHEMA: Final = StoreSchema(ddl=(SCHEMA,), columns={TABLE: COLUMNS})
 
 
-def _insert_rows(conn: sqlite3.Connection, schema: StoreSchema, table: str, rows: Iterable[Row]) -> None:
+def _insert_rows(
+    conn: sqlite3.Connection, schema: StoreSchema, table: str, rows: Iterable[Row]
+) -> None:
     known = schema.columns.get(table)
     if known is None:
-        raise ValueError(f"this MockMed store has no table {table!r}; its tables are {sorted(schema.columns)}")
+        raise ValueError(
+            f"this MockMed store has no table {table!r}; its tables are {sorted(schema.columns)}"
+        )
     for row in rows:
         unknown = set(row) - set(known)
         if unknown:
-            raise ValueError(f"initial_state row has unknown columns {sorted(unknown)}; use {known}")
+            raise ValueError(
+                f"initial_state row has unknown columns {sorted(unknown)}; use {known}"
+            )
         cols = list(row)
         marks = ", ".join("?" for _ in cols)
-        conn.execute(f"INSERT INTO {table}({', '.join(cols)}) VALUES ({marks})", [row[c] for c in cols])
+        conn.execute(
+            f"INSERT INTO {table}({', '.join(cols)}) VALUES ({marks})", [row[c] for c in cols]
+        )
 
 
 def build_template(path: Path, schema: StoreSchema = ANCHOR_SCHEMA) -> None:

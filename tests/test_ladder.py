@@ -1,0 +1,301 @@
+"""The read-path ladder: ten scenarios over real HTTP and a real two-table SQLite file.
+
+The headline test drives the CLI in a subprocess (90 episodes per arm, concurrency 32)
+and checks the measured SWER 54/90 -> 9/90 -> 0/90, with every effect_rest miss on the
+stray billing write. The others pin each scenario's product behaviour and each arm's
+reasoning, so a broken scenario is named rather than only shifting a count.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from effectbench_mockmed.faults import LADDER_FAULTS, LADDER_HANG_S
+from effectbench_mockmed.packs_ladder import (
+    LADDER_SWER,
+    LADDER_TASKS,
+    LADDER_TRIALS,
+    SCENARIOS,
+    SQLITE_RO_CHANNEL,
+    SUBMIT_TIMEOUT_S,
+    MockMedLadderProvider,
+)
+
+from effectbench.arm import TaskView
+from effectbench.arms.ladder import EffectFullArm, EffectRestArm, ScreenArm
+from effectbench.judge import judge
+from effectbench.model import (
+    JSONScalar,
+    Snapshot,
+    TaskSpec,
+    TrueState,
+    resolve_value,
+    trial_params,
+)
+from effectbench.provider import BenchmarkProvider, EnvHandle, ProductResponse, Telemetry
+from effectbench.sql_oracle import SqliteAllTablesOracle, read_all_tables
+
+pytestmark = pytest.mark.anyio
+
+EFFECTBENCH = str(Path(sys.executable).with_name("effectbench"))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def ladder(tmp_path: Path) -> AsyncIterator[MockMedLadderProvider]:
+    p = MockMedLadderProvider(tmp_root=tmp_path)
+    await p.start()
+    try:
+        yield p
+    finally:
+        await p.stop()
+
+
+def task(mode: str) -> TaskSpec:
+    return next(t for t in LADDER_TASKS if t.task_id == f"ladder::{mode}")
+
+
+def view(t: TaskSpec, trial: int = 0, *, declared: bool = True) -> TaskView:
+    params = trial_params(t, trial)
+    assert t.solution is not None
+    return TaskView(
+        episode_id=f"x::{t.task_id}::t{trial}",
+        goal=t.goal,
+        substrate=t.substrate,
+        params=params,
+        effect=t.expected_effect.resolve(params) if declared else None,
+        solution={k: resolve_value(v, params) for k, v in t.solution.items()},
+        trial=trial,
+    )
+
+
+# --- the headline numbers, through the CLI ------------------------------------------------
+
+
+def test_ladder_reproduces_the_measured_swer_through_the_cli(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            EFFECTBENCH,
+            "run",
+            "--provider",
+            "mockmed-ladder",
+            "--arm",
+            "screen",
+            "--arm",
+            "effect_rest",
+            "--arm",
+            "effect_full",
+            "--trials",
+            str(LADDER_TRIALS),
+            "--concurrency",
+            "32",
+            "--out",
+            str(out),
+            "-q",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "EFFECTBENCH_MOCKMED_TMPDIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    metrics = orjson.loads((out / "metrics.json").read_bytes())
+    swer = {arm: metrics["arms"][arm]["swer"] for arm in LADDER_SWER}
+    assert {arm: (s["numerator"], s["denominator"]) for arm, s in swer.items()} == {
+        "screen": (54, 90),
+        "effect_rest": (9, 90),
+        "effect_full": (0, 90),
+    }
+    rows = [orjson.loads(line) for line in (out / "results.jsonl").read_bytes().splitlines()]
+    assert len(rows) == 270 and all(r["eligible"] for r in rows)
+    swe = Counter((r["arm"], r["task_id"]) for r in rows if r["outcome"] == "SILENT_WRONG_EFFECT")
+    assert {task_id for arm, task_id in swe if arm == "effect_rest"} == {
+        "ladder::collateral_unaudited"
+    }
+    assert swe[("effect_rest", "ladder::collateral_unaudited")] == 9
+    # screen is silently wrong on exactly the six scenarios whose banner lies
+    assert {task_id.split("::")[1] for arm, task_id in swe if arm == "screen"} == {
+        "no_persist",
+        "partial",
+        "duplicate",
+        "wrong_record",
+        "stale",
+        "collateral_unaudited",
+    }
+    # 409, 401 and the hung save show no banner: screen halts on them
+    per = {(r["arm"], r["task_id"].split("::")[1]): r["outcome"] for r in rows}
+    assert per[("screen", "optimistic")] == per[("screen", "session")] == "SAFE_HALT"
+    assert per[("screen", "timeout")] == "FALSE_ABORT"
+    assert per[("effect_full", "collateral_unaudited")] == "WRONG_ACTION"
+    assert (out / "manifest.json").is_file()
+    assert not list(tmp_path.glob("effectbench-mockmed-*"))  # every episode cleaned up
+
+
+# --- the pack -------------------------------------------------------------------------------
+
+
+def test_pack_shape() -> None:
+    assert [t.task_id.split("::")[1] for t in LADDER_TASKS] == [s for s, _, _ in SCENARIOS]
+    assert len(LADDER_TASKS) == 10 and set(LADDER_FAULTS) == {s for s, _, _ in SCENARIOS}
+    for t in LADDER_TASKS:
+        rw = t.expected_effect.record_written
+        assert rw.forbid_stray_writes and rw.forbid_collateral_loss and rw.expected_count == 1
+    assert LADDER_HANG_S > SUBMIT_TIMEOUT_S
+    assert isinstance(MockMedLadderProvider(), BenchmarkProvider)
+    assert MockMedLadderProvider().name == "mockmed-ladder"
+
+
+# mode -> (banner says saved, encounters stored as (patient, note is ours), billing rows)
+PRODUCT: dict[str, tuple[bool, list[tuple[str, bool]], int]] = {
+    "ok": (True, [("p1", True)], 0),
+    "no_persist": (True, [], 0),
+    "partial": (True, [("p1", False)], 0),
+    "duplicate": (True, [("p1", True), ("p1", True)], 0),
+    "wrong_record": (True, [("p2", True)], 0),
+    "stale": (True, [("p1", True)], 0),
+    "collateral_unaudited": (True, [("p1", True)], 1),
+    "optimistic": (False, [], 0),
+    "session": (False, [], 0),
+    "timeout": (False, [("p1", True)], 0),
+}
+
+
+@pytest.mark.parametrize("mode", list(PRODUCT))
+async def test_scenario_over_http(ladder: MockMedLadderProvider, mode: str) -> None:
+    t = task(mode)
+    v = view(t)
+    ep = await ladder.provision(t, 0, v.params)
+    try:
+        assert ep.env.driver is not None and v.solution is not None
+        response = await ep.env.driver.submit(v.solution)
+        post = await ep.oracle.read()
+        rest = await ep.env.verifier.read() if ep.env.verifier else None
+    finally:
+        await ep.teardown()
+    saved, stored, bills = PRODUCT[mode]
+    assert response.screen_says_saved is saved
+    assert isinstance(ep.oracle, SqliteAllTablesOracle)
+    assert post.readable and set(post.tables) == {"encounters", "billing"}
+    ours = [r for r in post.rows("encounters") if r["source"] == "ui"]
+    assert [(r["patient_id"], r["note"] == v.params["note"]) for r in ours] == stored
+    assert len(post.rows("billing")) == bills
+    if mode == "stale":
+        assert not [r for r in post.rows("encounters") if r["type"] == "Urgent"]
+    if mode == "optimistic":
+        assert response.status == 409
+    if mode == "timeout":
+        assert response.status is None  # the driver gave up; the commit happened anyway
+    # the product's own readback never shows the billing table
+    assert rest is not None and rest.readable and set(rest.tables) == {"encounters"}
+
+
+async def test_read_only_channel_sees_what_the_rest_readback_hides(
+    ladder: MockMedLadderProvider,
+) -> None:
+    t = task("collateral_unaudited")
+    v = view(t)
+    ep = await ladder.provision(t, 0, v.params)
+    try:
+        path = ep.env.channels[SQLITE_RO_CHANNEL]
+        pre_full, pre_rest = read_all_tables(path), await ep.env.verifier.read()  # type: ignore[union-attr]
+        assert ep.env.driver is not None and v.solution is not None
+        await ep.env.driver.submit(v.solution)
+        post_full, post_rest = read_all_tables(path), await ep.env.verifier.read()  # type: ignore[union-attr]
+        assert v.effect is not None
+        assert judge(v.effect, pre_rest, post_rest).true_state is TrueState.CORRECT
+        full = judge(v.effect, pre_full, post_full)
+        assert full.true_state is TrueState.WRONG_PERSISTED
+        assert any("billing" in r for r in full.reasons)
+        # the channel is read-only: a write through the arm's reader fails
+        import sqlite3
+
+        from effectbench.sql_oracle import connect_ro
+
+        conn = connect_ro(path)
+        try:
+            with pytest.raises(sqlite3.Error):
+                conn.execute("DELETE FROM billing")
+        finally:
+            conn.close()
+    finally:
+        await ep.teardown()
+
+
+# --- each arm's reasoning ----------------------------------------------------------------
+
+
+class _Driver:
+    def __init__(self, response: ProductResponse | Exception) -> None:
+        self.response = response
+        self.calls = 0
+
+    async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
+        self.calls += 1
+        if isinstance(self.response, Exception):
+            raise self.response
+        return self.response
+
+
+class _Reader:
+    async def read(self) -> Snapshot:
+        return Snapshot(readable=True, tables={"encounters": ()})
+
+
+async def test_screen_trusts_only_the_banner() -> None:
+    v = view(task("ok"))
+    yes = await ScreenArm().run(
+        v, EnvHandle({}, Telemetry(), _Driver(ProductResponse(True, 200, "Saved")))
+    )
+    no = await ScreenArm().run(
+        v, EnvHandle({}, Telemetry(), _Driver(ProductResponse(False, 409, "x")))
+    )
+    crashed = await ScreenArm().run(v, EnvHandle({}, Telemetry(), _Driver(TimeoutError("slow"))))
+    assert yes.reported_success and not yes.halted
+    assert not no.reported_success and no.halted
+    assert not crashed.reported_success and crashed.halted
+
+
+@pytest.mark.parametrize("arm", [EffectRestArm(), EffectFullArm()], ids=lambda a: a.name)
+async def test_verifying_arms_fail_safe_without_their_read_path(arm: Any) -> None:
+    v = view(task("ok"))
+    driver = _Driver(ProductResponse(True, 200, "Saved"))
+    report = await arm.run(v, EnvHandle({}, Telemetry(), driver))
+    assert driver.calls == 1  # it acted
+    assert not report.reported_success and report.halted and "cannot verify" in report.message
+
+
+@pytest.mark.parametrize("arm", [EffectRestArm(), EffectFullArm()], ids=lambda a: a.name)
+async def test_verifying_arms_fail_safe_on_an_undeclared_effect(
+    ladder: MockMedLadderProvider, arm: Any
+) -> None:
+    t = task("ok")
+    v = view(t, declared=False)
+    ep = await ladder.provision(t, 0, v.params)
+    try:
+        report = await arm.run(v, ep.env)
+        post = await ep.oracle.read()
+    finally:
+        await ep.teardown()
+    assert not report.reported_success and report.halted
+    assert len(post.rows("encounters")) == 1  # it did act
+
+
+async def test_effect_rest_halts_on_what_its_readback_shows() -> None:
+    v = view(task("ok"))
+    driver = _Driver(ProductResponse(True, 200, "Saved"))
+    report = await EffectRestArm().run(v, EnvHandle({}, Telemetry(), driver, _Reader()))
+    assert not report.reported_success and report.halted and "ABSENT" in report.message

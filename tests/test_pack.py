@@ -1,0 +1,151 @@
+"""The public pack manifest seals the test split; runs still score it.
+
+A leak is searched for by content, not by key name: each sealed task's goal text and
+effect hash must appear nowhere in the serialized manifest (public or run).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+from effectbench_mockmed.packs_full import FULL_TASKS, MockMedFullProvider
+from effectbench_mockmed.provider import MockMedProvider
+from hypothesis import given
+from hypothesis import strategies as st
+
+from effectbench.model import Split, TaskSpec
+from effectbench.pack import SEALED_KEYS, public_pack_manifest, redact_task_entry
+from effectbench.plan import pack_fingerprint
+
+EFFECTBENCH = str(Path(sys.executable).with_name("effectbench"))
+SEALED = [t for t in FULL_TASKS if t.split is Split.TEST]
+PUBLIC = [t for t in FULL_TASKS if t.split is Split.DEV]
+
+
+def _secrets(t: TaskSpec) -> list[str]:
+    """What a sealed task must never publish: its goal and its effect hash."""
+    return [t.goal, t.expected_effect.content_hash()]
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EFFECTBENCH, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_public_manifest_seals_the_test_split() -> None:
+    manifest = public_pack_manifest(MockMedFullProvider())
+    blob = orjson.dumps(manifest).decode()
+    assert SEALED, "the full pack must have a test split for this test to mean anything"
+    for t in SEALED:
+        for secret in _secrets(t):
+            assert secret not in blob
+    entries = {e["task_id"]: e for e in manifest["tasks"]}
+    assert set(entries) == {t.task_id for t in FULL_TASKS}
+    for t in SEALED:
+        assert set(entries[t.task_id]) == {*SEALED_KEYS, "sealed"}
+        assert entries[t.task_id]["sealed"] is True
+    for t in PUBLIC:
+        e = entries[t.task_id]
+        assert e["goal"] == t.goal
+        assert e["effect_hash"] == t.expected_effect.content_hash()
+        assert e["oracle"]["channel"] == t.oracle.channel
+        assert e["correct_action_available"] is t.correct_action_available
+    assert manifest["fingerprint"] == pack_fingerprint(FULL_TASKS)
+    assert manifest["counts"] == {"tasks": len(FULL_TASKS), "sealed": len(SEALED)}
+    assert (manifest["name"], manifest["version"]) == ("mockmed-full", MockMedFullProvider.version)
+
+
+def test_positive_control_the_search_finds_public_secrets() -> None:
+    """The same search does find a dev task's goal and hash, so a leak would be seen."""
+    blob = orjson.dumps(public_pack_manifest(MockMedFullProvider())).decode()
+    for t in PUBLIC:
+        for secret in _secrets(t):
+            assert secret in blob
+
+
+def test_anchor_pack_has_no_sealed_task() -> None:
+    manifest = public_pack_manifest(MockMedProvider())
+    assert manifest["counts"]["sealed"] == 0 and len(manifest["tasks"]) == 9
+
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))
+
+
+@given(
+    entry=st.dictionaries(st.text(max_size=12), _scalars, max_size=12),
+    split=st.sampled_from(["test", "dev", None]),
+)
+def test_redaction_keeps_only_the_axes_of_a_test_task(
+    entry: dict[str, Any], split: str | None
+) -> None:
+    if split is not None:
+        entry = {**entry, "split": split}
+    out = redact_task_entry(entry)
+    if entry.get("split") == "test":
+        assert set(out) <= {*SEALED_KEYS, "sealed"} and out["sealed"] is True
+        assert all(out[k] == entry[k] for k in SEALED_KEYS if k in entry)
+    else:
+        assert out == entry
+
+
+def test_cli_pack_prints_the_public_manifest() -> None:
+    proc = _cli("pack", "--provider", "mockmed-full")
+    assert proc.returncode == 0, proc.stderr
+    assert orjson.loads(proc.stdout) == orjson.loads(
+        orjson.dumps(public_pack_manifest(MockMedFullProvider()))
+    )
+    bad = _cli("pack", "--provider", "no-such-pack")
+    assert bad.returncode == 2
+    assert len(bad.stderr.strip().splitlines()) == 1 and "no-such-pack" in bad.stderr
+
+
+def test_a_run_scores_sealed_tasks_but_its_manifest_does_not_reveal_them(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _cli(
+        "run",
+        "--provider",
+        "mockmed-full",
+        "--arm",
+        "screen_only",
+        "--task",
+        "mockmed::sealed-*",
+        "--task",
+        "mockmed::ok",
+        "--trials",
+        "2",
+        "--out",
+        str(out),
+        "-q",
+        env={"EFFECTBENCH_MOCKMED_TMPDIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [orjson.loads(line) for line in (out / "results.jsonl").read_bytes().splitlines()]
+    sealed_rows = [r for r in rows if r["split"] == "test"]
+    assert len(sealed_rows) == 2 * len(SEALED)
+    assert all(r["eligible"] and r["outcome"] for r in sealed_rows)
+    assert {r["task_id"]: r["outcome"] for r in sealed_rows} == {
+        "mockmed::sealed-1": "SUCCESS",
+        "mockmed::sealed-2": "SILENT_WRONG_EFFECT",
+        "mockmed::sealed-3": "SILENT_WRONG_EFFECT",
+    }
+    manifest_blob = (out / "manifest.json").read_text()
+    for t in SEALED:
+        for secret in _secrets(t):
+            assert secret not in manifest_blob
+    manifest = orjson.loads(manifest_blob)
+    ok = next(e for e in manifest["tasks"] if e["task_id"] == "mockmed::ok")
+    assert ok["effect_hash"] == FULL_TASKS[0].expected_effect.content_hash()
+    # the log keeps what scoring needs: the sealed goal is in the plan it records
+    assert SEALED[0].goal in (out / "events.jsonl").read_text()
+    assert _cli("verify", str(out)).returncode == 0
