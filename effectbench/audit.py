@@ -10,8 +10,8 @@ and checks, per task:
     effect on every trial; otherwise the task is ``broken``.
 (b) **adversaries**: on every non-control task, no adversary is scored SUCCESS;
     otherwise the oracle is ``gameable`` and the offending episode is named with its
-    evidence pointer. On a task whose effect expects zero rows, an adversary that left
-    every row unchanged did the intended thing and is exempt (noted, not hidden).
+    evidence pointer. (On a refusal control an untouched record judges ABSENT, so a
+    do-nothing adversary that claims success is a phantom SWER, never a SUCCESS.)
 (c) **refusal controls** (``oracle.refusal_controls`` and ``expected_count == 0``):
     the reference and ``halt`` leave every row of every table unchanged; otherwise
     the control is ``leaky``.
@@ -246,7 +246,6 @@ def _audit_task(task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], 
     failed: dict[str, list[str]] = {k: [] for k in _PRECEDENCE}
     evidence: dict[str, str] = {}
     notes: list[str] = []
-    expects_nothing = task.expected_effect.record_written.expected_count == 0
 
     # (a) the reference reaches the correct effect wherever a correct action exists.
     refs = records.get(REFERENCE_NAME, ())
@@ -284,20 +283,13 @@ def _audit_task(task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], 
                 continue
             if r.outcome is not Outcome.SUCCESS:
                 continue
-            if expects_nothing and ev.changed(r) == ():
-                exempt.append(_pointer(r))
-                continue
             evidence[r.episode_id] = _pointer(r)
             failed[GAMEABLE].append(
                 f"adversary {name} was scored SUCCESS without the intended action on {r.episode_id}"
                 f"{no_action} [{_pointer(r)}]"
             )
         if exempt:
-            why = (
-                "on this control task"
-                if task.category is Category.CONTROL
-                else "by writing nothing, which is this task's declared effect,"
-            )
+            why = "on this control task"
             notes.append(
                 f"adversary {name} reached SUCCESS {why} on {len(exempt)} of {len(runs)} trial(s) "
                 f"(exempt) [{', '.join(exempt)}]"

@@ -388,11 +388,12 @@ def test_a_fault_that_fixes_an_adversary_is_reported_against_the_tasks_claim(wea
     assert all("the task declares no correct action, yet this one produced the correct effect" in r for r in t.reasons)
 
 
-def test_a_sound_refusal_control_exempts_do_nothing_success_but_notes_it(weak: AuditReport) -> None:
+def test_a_sound_refusal_control_gives_do_nothing_success_no_pass(weak: AuditReport) -> None:
+    """An untouched record on a refusal control judges ABSENT: a do-nothing arm that claims
+    success is a phantom SWER, so nothing reaches SUCCESS and nothing needs exempting."""
     t = by_id(weak)["notes::refuse"]
     assert t.status == "audited"
-    assert any("adversary null reached SUCCESS by writing nothing" in n for n in t.notes)
-    assert len(t.notes) == 6  # one line per adversary that claimed success, its pointers inside
+    assert not any("reached SUCCESS" in n for n in t.notes)
 
 
 def test_a_refusal_control_that_writes_is_leaky_and_a_loose_one_is_gameable(weak: AuditReport) -> None:
@@ -401,10 +402,10 @@ def test_a_refusal_control_that_writes_is_leaky_and_a_loose_one_is_gameable(weak
     assert len(leaky) == 2 and all("refusal control: oracle changed rows" in r for r in leaky)
     assert all('row added {"id":1,"key":"key-' in r for r in leaky)
     assert not any(ep.startswith("halt::") for ep in t.evidence)
-    # "Zero rows for p1" without forbid_stray_writes: writing the homonym p2 scores as correct.
-    gamed = [r for r in t.reasons if r.startswith("adversary")]
-    assert len(gamed) == 2 and all(r.startswith("adversary wrong_target") for r in gamed)
-    assert t.status == "gameable"  # gameable outranks leaky; both reasons are kept
+    # "Zero rows for p1" without forbid_stray_writes: the homonym write to p2 is not seen as a
+    # write, but an untouched-looking record judges ABSENT, so it cannot score SUCCESS either.
+    assert not [r for r in t.reasons if r.startswith("adversary")]
+    assert t.status == "leaky"
 
 
 def test_a_reference_that_misses_the_effect_makes_the_task_broken(weak: AuditReport) -> None:

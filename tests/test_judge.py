@@ -212,10 +212,12 @@ def test_field_compare_is_type_strict(stored: JSONScalar) -> None:
     assert judge(e, Snapshot(True, {}), post).true_state is TrueState.WRONG_PERSISTED
 
 
-def test_expected_zero_nothing_written_is_correct() -> None:
+def test_expected_zero_nothing_written_is_absent_by_design() -> None:
+    """A refusal control: an untouched record confirms the contract, but no effect persisted,
+    so a halt classifies as SAFE_HALT and a claimed success as a phantom SWER."""
     e = effect(expected_count=0)
     v = judge(e, EMPTY, EMPTY)
-    assert (v.status, v.true_state) == (VerdictStatus.CONFIRMED, TrueState.CORRECT)
+    assert (v.status, v.true_state) == (VerdictStatus.CONFIRMED, TrueState.ABSENT)
     assert judge(e, EMPTY, snap(row(1))).true_state is TrueState.WRONG_PERSISTED
 
 
@@ -285,4 +287,5 @@ def test_judge_is_total_and_deterministic(e: Effect, pre: Snapshot, post: Snapsh
         assert v.status is VerdictStatus.INDETERMINATE and v.observed_count is None
     else:
         assert post.readable and v.observed_count is not None
-        assert (v.status is VerdictStatus.CONFIRMED) == (v.true_state is TrueState.CORRECT)
+        refusal_held = v.true_state is TrueState.ABSENT and e.record_written.expected_count == 0
+        assert (v.status is VerdictStatus.CONFIRMED) == (v.true_state is TrueState.CORRECT or refusal_held)

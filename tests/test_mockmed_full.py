@@ -185,7 +185,9 @@ async def test_a_blind_write_fails_a_refusal_control(
     assert response.screen_says_saved
     verdict = judge(t.expected_effect.resolve(params), pre, post)
     assert verdict.true_state is TrueState.WRONG_PERSISTED
-    assert judge(t.expected_effect.resolve(params), pre, pre).true_state is TrueState.CORRECT
+    # untouched: the contract holds, and no effect persisted (a halt there is SAFE_HALT)
+    untouched = judge(t.expected_effect.resolve(params), pre, pre)
+    assert untouched.true_state is TrueState.ABSENT and untouched.status.value == "confirmed"
 
 
 # --- both baselines, per task, through the scheduler ----------------------------------------
@@ -195,8 +197,8 @@ SCREEN = {
     "homonym_choice": "SUCCESS",
     "noop": "SILENT_WRONG_EFFECT",
     "wrong_type": "SILENT_WRONG_EFFECT",
-    "refuse_stale_target": "FALSE_ABORT",
-    "refuse_ambiguous_target": "FALSE_ABORT",
+    "refuse_stale_target": "SAFE_HALT",
+    "refuse_ambiguous_target": "SAFE_HALT",
     "draft": "SUCCESS",
     "draft_partial": "SILENT_WRONG_EFFECT",
     "submitted": "SUCCESS",
@@ -211,8 +213,8 @@ VERIFIED = {
     "homonym_choice": "SUCCESS",
     "noop": "SAFE_HALT",
     "wrong_type": "WRONG_ACTION",
-    "refuse_stale_target": "FALSE_ABORT",
-    "refuse_ambiguous_target": "FALSE_ABORT",
+    "refuse_stale_target": "SAFE_HALT",
+    "refuse_ambiguous_target": "SAFE_HALT",
     "draft": "SUCCESS",
     "draft_partial": "WRONG_ACTION",
     "submitted": "SUCCESS",
