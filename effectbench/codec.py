@@ -96,7 +96,7 @@ def _make_converter() -> cattrs.Converter:
     c.register_structure_hook(Effect, structure_effect)
 
     def unstructure_task(t: TaskSpec) -> dict[str, Any]:
-        d = {a.name: c.unstructure(getattr(t, a.name)) for a in TaskSpec.__attrs_attrs__}  # type: ignore[attr-defined]
+        d = {a.name: c.unstructure(getattr(t, a.name)) for a in TaskSpec.__attrs_attrs__}
         d["solution"] = None if t.solution is None else _unstructure_values(t.solution)
         d["initial_state"] = {k: [dict(r) for r in rows] for k, rows in t.initial_state.items()}
         return d

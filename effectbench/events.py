@@ -145,7 +145,7 @@ class EpisodeAbandoned:
 
 
 EVENT_TYPES: Final[Mapping[str, type]] = {
-    cls.TYPE: cls  # type: ignore[attr-defined]
+    cls.TYPE: cls
     for cls in (
         RunStarted,
         RunResumed,
