@@ -12,9 +12,8 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from effectbench.model import Effect, JSONScalar, Substrate, Value
+from effectbench.model import AgentReport, Effect, JSONScalar, Substrate, Value
 from effectbench.provider import EnvHandle
-from effectbench.model import AgentReport
 
 
 @attrs.frozen
@@ -42,4 +41,4 @@ class Arm(Protocol):
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport: ...
 
 
-__all__ = ["Arm", "TaskView", "AgentReport", "Value"]
+__all__ = ["AgentReport", "Arm", "TaskView", "Value"]
