@@ -52,7 +52,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     out = []
     for n, r in enumerate(cells):
-        out.append("  ".join(c.rjust(w) if n and i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        out.append(
+            "  ".join(
+                c.rjust(w) if n and i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+            )
+        )
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
@@ -70,7 +74,9 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def write_json(path: Path | None, name: str, payload: dict[str, Any], before: dict[str, float]) -> None:
+def write_json(
+    path: Path | None, name: str, payload: dict[str, Any], before: dict[str, float]
+) -> None:
     """``before``: load average when the bench started (the end's is in machine())."""
     if path is None:
         return

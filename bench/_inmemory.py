@@ -121,7 +121,9 @@ def run_inmemory(
     Returns (wall seconds from scheduler start to the log closed, lines in the log)."""
     provider = InMemoryProvider(n_tasks)
     trials = max(1, episodes // n_tasks)
-    plan = build_plan(ProviderInfo(provider.name, provider.version), provider.tasks(), [arm.name], trials)
+    plan = build_plan(
+        ProviderInfo(provider.name, provider.version), provider.tasks(), [arm.name], trials
+    )
     with tempfile.TemporaryDirectory() as tmp:
         sched = Scheduler(
             plan,

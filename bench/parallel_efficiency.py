@@ -35,8 +35,15 @@ def main() -> None:
         f"parallel efficiency, {args.episodes:,} x {args.sleep:g} s at concurrency "
         f"{args.concurrency:,}, median of {args.runs} ({load_line()})"
     )
-    print(table(["episodes", "events", "ideal s", "wall s", "ratio"], [[args.episodes, lines, ideal, wall, ratio]]))
-    print(f"target <= {TARGET_RATIO:.2f} x ideal: {ratio:.3f} ({'met' if ratio <= TARGET_RATIO else 'MISSED'})")
+    print(
+        table(
+            ["episodes", "events", "ideal s", "wall s", "ratio"],
+            [[args.episodes, lines, ideal, wall, ratio]],
+        )
+    )
+    print(
+        f"target <= {TARGET_RATIO:.2f} x ideal: {ratio:.3f} ({'met' if ratio <= TARGET_RATIO else 'MISSED'})"
+    )
     write_json(
         args.json,
         "parallel_efficiency",

@@ -49,13 +49,21 @@ def main() -> None:
                 "events_per_s": lines / wall,
             }
         )
-    print(f"scheduler overhead, no-op arm, {args.episodes:,} episodes, median of {args.runs} ({load_line()})")
+    print(
+        f"scheduler overhead, no-op arm, {args.episodes:,} episodes, median of {args.runs} ({load_line()})"
+    )
     print(
         table(
             ["concurrency", "events", "wall s", "episodes/s", "us/episode", "cpu us/episode"],
             [
-                [r["concurrency"], r["events"], r["median_wall_s"], r["episodes_per_s"],
-                 r["us_per_episode"], r["cpu_us_per_episode"]]
+                [
+                    r["concurrency"],
+                    r["events"],
+                    r["median_wall_s"],
+                    r["episodes_per_s"],
+                    r["us_per_episode"],
+                    r["cpu_us_per_episode"],
+                ]
                 for r in rows
             ],
         )
@@ -63,8 +71,15 @@ def main() -> None:
     at64 = next((r for r in rows if r["concurrency"] == 64), None)
     if at64 is not None:
         ok = at64["episodes_per_s"] >= TARGET_EPS_AT_64
-        print(f"target >= {TARGET_EPS_AT_64:,.0f} episodes/s at 64: {at64['episodes_per_s']:,.0f} ({'met' if ok else 'MISSED'})")
-    write_json(args.json, "scheduler_overhead", {"target_episodes_per_s_at_64": TARGET_EPS_AT_64, "rows": rows}, start_load)
+        print(
+            f"target >= {TARGET_EPS_AT_64:,.0f} episodes/s at 64: {at64['episodes_per_s']:,.0f} ({'met' if ok else 'MISSED'})"
+        )
+    write_json(
+        args.json,
+        "scheduler_overhead",
+        {"target_episodes_per_s_at_64": TARGET_EPS_AT_64, "rows": rows},
+        start_load,
+    )
 
 
 if __name__ == "__main__":

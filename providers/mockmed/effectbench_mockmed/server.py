@@ -57,7 +57,7 @@ class LocalServer:
             access_log=False,
             log_config=None,
             log_level="warning",
-            http="h11",
+            http="httptools",
             ws="none",
             timeout_graceful_shutdown=2,
             backlog=4096,
