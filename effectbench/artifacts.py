@@ -12,13 +12,12 @@ and copied out in plan order through an array of offsets.
 
 from __future__ import annotations
 
-import mmap
 import os
 import platform
 import re
 import tempfile
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
@@ -70,6 +69,7 @@ ARTIFACT_FILES: Final = (RESULTS_FILE, MANIFEST_FILE, METRICS_FILE, SUMMARY_FILE
 MANIFEST_SCHEMA: Final = "effectbench.manifest/1"
 _JSON_OPTS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
 _ROW_OPTS: Final = orjson.OPT_SORT_KEYS
+_COPY_CHUNK: Final = 1 << 22
 
 
 class ArtifactError(Exception):
@@ -175,11 +175,35 @@ def record_from_row(row: Mapping[str, Any]) -> EpisodeRecord:
 # --------------------------------------------------------------------------- the log pass
 
 
+@attrs.frozen
+class _PlanFacts:
+    """What the artifacts need from the plan, kept instead of the (possibly large) plan."""
+
+    index: PlanIndex
+    provider: Mapping[str, Any]
+    pack_fingerprint: Any
+    task_globs: list[Any]
+    versions: Mapping[str, Any]
+    tasks: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, plan: Mapping[str, Any]) -> _PlanFacts:
+        return cls(
+            index=PlanIndex.from_plan(plan),
+            provider=dict(plan.get("provider") or {}),
+            pack_fingerprint=plan.get("pack_fingerprint"),
+            task_globs=list(plan.get("task_globs") or []),
+            versions=dict(plan.get("versions") or {}),
+            tasks=[_task_entry(t) for t in plan.get("tasks", ())],
+        )
+
+
 @attrs.define
 class _RunFacts:
     """Run-level events seen while streaming (everything else goes to the projection)."""
 
     started: Mapping[str, Any] | None = None
+    plan: _PlanFacts | None = None
     resumes: list[dict[str, Any]] = attrs.field(factory=list)
     finished: Mapping[str, Any] | None = None
 
@@ -194,7 +218,7 @@ class _RunFacts:
                 t = ev.type
                 if t == started_type:
                     if self.started is None:
-                        self.started = ev.data
+                        self._start(ev.data)
                 elif t == resumed_type:
                     self.resumes.append(
                         {
@@ -213,12 +237,19 @@ class _RunFacts:
                 )
             yield ev
 
+    def _start(self, data: Mapping[str, Any]) -> None:
+        plan = data.get("plan")
+        if not isinstance(plan, Mapping):
+            raise ArtifactError(f"{LOG_FILE}: run.started carries no plan; it is not a run log")
+        self.started = {k: v for k, v in data.items() if k != "plan"}
+        self.plan = _PlanFacts.of(plan)
 
-def _plan_of(started: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    if started is None or not isinstance(started.get("plan"), Mapping):
-        raise ArtifactError(f"{LOG_FILE} has no run.started event with a plan; it is not a run log")
-    plan: Mapping[str, Any] = started["plan"]
-    return plan
+    def plan_facts(self) -> _PlanFacts:
+        if self.plan is None:
+            raise ArtifactError(
+                f"{LOG_FILE} has no run.started event with a plan; it is not a run log"
+            )
+        return self.plan
 
 
 class _Spill:
@@ -237,22 +268,23 @@ class _Spill:
         self.pos += len(line)
 
     def write_ordered(self, out: Any) -> None:
+        """Copy rows out in slot order; adjacent rows are read as one range (pread, so no
+        mapped pages count against memory)."""
         self.file.flush()
-        if self.pos == 0:
-            return
-        with mmap.mmap(self.file.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            buf: list[bytes] = []
-            size = 0
-            for slot, off in enumerate(self.offsets):
-                if off >= 0:
-                    chunk = mm[off : off + self.lengths[slot]]
-                    buf.append(chunk)
-                    size += len(chunk)
-                    if size >= 1 << 20:
-                        out.write(b"".join(buf))
-                        buf.clear()
-                        size = 0
-            out.write(b"".join(buf))
+        fd = self.file.fileno()
+        start = end = 0
+        lengths = self.lengths
+        for slot, off in enumerate(self.offsets):
+            if off < 0:
+                continue
+            if off != end or end - start >= _COPY_CHUNK:
+                if end > start:
+                    out.write(os.pread(fd, end - start, start))
+                start = off
+                end = off
+            end += lengths[slot]
+        if end > start:
+            out.write(os.pread(fd, end - start, start))
 
     def close(self) -> None:
         self.file.close()
@@ -293,15 +325,15 @@ def build_artifacts(
     try:
         for rec in project_episodes(facts.tap(iter(reader))):
             if acc is None:
-                acc = MetricsAccumulator(PlanIndex.from_plan(_plan_of(facts.started)))
+                acc = MetricsAccumulator(facts.plan_facts().index)
                 spill = _Spill(root, len(acc.plan))
             slot = acc.add(rec)
             assert spill is not None
             spill.put(slot, dumps(record_row(rec), option=_ROW_OPTS) + b"\n")
             episodes += 1
-        plan = _plan_of(facts.started)
+        plan = facts.plan_facts()
         if acc is None:
-            acc = MetricsAccumulator(PlanIndex.from_plan(plan))
+            acc = MetricsAccumulator(plan.index)
         metrics = acc.document(scoring_version())
         manifest = _manifest(
             facts, plan, acc, reader.count, reader.last_hash, reader.torn_tail, log_path
@@ -389,13 +421,12 @@ def _dependency_versions() -> dict[str, str | None]:
     return dict(sorted(out.items()))
 
 
-def _attestations(plan: Mapping[str, Any], log_path: Path) -> dict[str, Any]:
+def _attestations(arms: Sequence[str], log_path: Path) -> dict[str, Any]:
     """``adversarially_audited`` only from audit evidence: this log, when it is an audit run."""
     try:
         from effectbench.audit import AUDIT_ARMS, audit_log
     except ImportError:
         return {"adversarially_audited": None, "source": "audit module unavailable"}
-    arms = [a if isinstance(a, str) else a.get("name") for a in plan.get("arms", ())]
     if not set(AUDIT_ARMS) <= set(arms):
         return {
             "adversarially_audited": None,
@@ -413,7 +444,7 @@ def _attestations(plan: Mapping[str, Any], log_path: Path) -> dict[str, Any]:
 
 def _manifest(
     facts: _RunFacts,
-    plan: Mapping[str, Any],
+    plan: _PlanFacts,
     acc: MetricsAccumulator,
     events: int,
     final_hash: str,
@@ -423,7 +454,7 @@ def _manifest(
     from effectbench import __version__
 
     started = facts.started or {}
-    recorded_versions = dict(started.get("versions") or plan.get("versions") or {})
+    recorded_versions = dict(started.get("versions") or plan.versions)
     codes = acc.codes
     return {
         "schema": MANIFEST_SCHEMA,
@@ -435,11 +466,11 @@ def _manifest(
             "events_schema": SCHEMA_ID,
         },
         "recorded_versions": recorded_versions,
-        "provider": dict(plan.get("provider") or {}),
-        "pack_fingerprint": plan.get("pack_fingerprint"),
+        "provider": dict(plan.provider),
+        "pack_fingerprint": plan.pack_fingerprint,
         "plan_hash": started.get("plan_hash"),
-        "tasks": [_task_entry(t) for t in plan.get("tasks", ())],
-        "task_globs": list(plan.get("task_globs") or []),
+        "tasks": plan.tasks,
+        "task_globs": plan.task_globs,
         "arms": list(acc.plan.arms),
         "trials": acc.plan.trials,
         "k": acc.plan.k,
@@ -469,7 +500,7 @@ def _manifest(
             "release": platform.release(),
         },
         "dependencies": _dependency_versions(),
-        "attestations": _attestations(plan, log_path),
+        "attestations": _attestations(acc.plan.arms, log_path),
     }
 
 

@@ -206,6 +206,10 @@ def paired_phi(a: int, b: int, c: int, d: int) -> float:
     return num / math.sqrt(row1 * row2 * col1 * col2)
 
 
+_EXACT_MCNEMAR_MAX = 1000
+"""Up to this many discordant pairs the p-values are computed with exact integers."""
+
+
 @attrs.frozen
 class McNemar:
     """McNemar's test on the discordant pairs of a paired comparison."""
@@ -225,12 +229,23 @@ def mcnemar(b: int, c: int) -> McNemar:
     if m == 0:
         return McNemar(b, c, 1.0, 1.0)
     lo = min(b, c)
-    total = 1 << m
-    tail = sum(math.comb(m, i) for i in range(lo + 1))
-    at = math.comb(m, lo)
-    exact = min(Fraction(1), Fraction(2 * tail, total))
-    mid = min(Fraction(1), Fraction(2 * tail - at, total))
-    return McNemar(b, c, float(exact), float(mid))
+    if m <= _EXACT_MCNEMAR_MAX:
+        total = 1 << m
+        tail = sum(math.comb(m, i) for i in range(lo + 1))
+        at = math.comb(m, lo)
+        exact = min(Fraction(1), Fraction(2 * tail, total))
+        mid = min(Fraction(1), Fraction(2 * tail - at, total))
+        return McNemar(b, c, float(exact), float(mid))
+    # Large tables: big-integer binomials cost O(m^2) digits; log-space terms keep full
+    # double precision for the tail probabilities that matter.
+    log_half_m = m * math.log(0.5)
+    lg_m = math.lgamma(m + 1)
+    terms = [
+        math.exp(lg_m - math.lgamma(i + 1) - math.lgamma(m - i + 1) + log_half_m)
+        for i in range(lo + 1)
+    ]
+    tail_f = math.fsum(terms)
+    return McNemar(b, c, min(1.0, 2 * tail_f), min(1.0, 2 * tail_f - terms[-1]))
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float | None:

@@ -235,3 +235,15 @@ def test_describe_empty_is_null_not_zero() -> None:
     assert describe([]) == {"count": 0, "mean": None, "p50": None, "p90": None, "p95": None}
     d = describe([35.0, 1.0, 2.0])
     assert d["count"] == 3 and d["p50"] == 2.0 and math.isclose(d["mean"], 38 / 3)
+
+
+@pytest.mark.parametrize(("b", "c"), [(600, 420), (990, 30), (700, 700), (3000, 2950)])
+def test_mcnemar_large_tables_agree_with_exact_integers(b: int, c: int) -> None:
+    from fractions import Fraction
+
+    m, lo = b + c, min(b, c)
+    tail = Fraction(sum(math.comb(m, i) for i in range(lo + 1)), 1 << m)
+    at = Fraction(math.comb(m, lo), 1 << m)
+    got = mcnemar(b, c)
+    assert got.exact_p == pytest.approx(float(min(Fraction(1), 2 * tail)), rel=1e-9, abs=1e-300)
+    assert got.mid_p == pytest.approx(float(min(Fraction(1), 2 * tail - at)), rel=1e-9, abs=1e-300)
