@@ -353,7 +353,7 @@ def verify_run(run_dir: str | os.PathLike[str]) -> VerifyReport:
     if chain.torn_tail:
         reasons.add(LOG_FILE, "ends in a torn (incomplete) line; rescore after the run is complete")
     _plan_checks(root, verify_chain=False, reasons=reasons)
-    with tempfile.TemporaryDirectory(prefix=".verify-", dir=root) as tmp:
+    with tempfile.TemporaryDirectory(prefix="effectbench-verify-") as tmp:
         rebuilt_dir = Path(tmp)
         try:
             build_artifacts(root, out_dir=rebuilt_dir, verify_chain=False)
