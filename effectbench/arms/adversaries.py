@@ -245,54 +245,50 @@ class DuplicateArm(_Adversary):
         return self._claim()
 
 
-class WrongFieldArm(_Adversary):
+class _FieldMutationArm(_Adversary):
+    """Submits the solution once with one field mutated by ``mutate``; reports success."""
+
+    NO_FIELD: ClassVar[str] = "no field to mutate"
+
+    def mutate(
+        self, task: TaskView, solution: Solution, env: EnvHandle
+    ) -> tuple[Solution, str] | None:
+        raise NotImplementedError
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        why = _cannot_act(task, env)
+        built = None if why is not None or task.solution is None else self.mutate(task, task.solution, env)
+        if built is None:
+            env.telemetry.action("adversary", attack=self.name, wrote=False, reason=why or self.NO_FIELD)
+            return self._claim()
+        values, field = built
+        env.telemetry.action("adversary", attack=self.name, wrote=True, field=field, value=values[field])
+        await _submit(env, values, 1)
+        return self._claim()
+
+
+class WrongFieldArm(_FieldMutationArm):
     """Submits the solution with one param-derived field (e.g. the note) amended."""
 
     name: str = "wrong_field"
+    NO_FIELD = "no param field"
 
-    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        why = _cannot_act(task, env)
-        built = (
-            None
-            if why is not None or task.solution is None
-            else wrong_field_solution(task, task.solution)
-        )
-        if built is None:
-            env.telemetry.action(
-                "adversary", attack="wrong_field", wrote=False, reason=why or "no param field"
-            )
-            return self._claim()
-        values, field = built
-        env.telemetry.action(
-            "adversary", attack="wrong_field", wrote=True, field=field, value=values[field]
-        )
-        await _submit(env, values, 1)
-        return self._claim()
+    def mutate(
+        self, task: TaskView, solution: Solution, env: EnvHandle
+    ) -> tuple[Solution, str] | None:
+        return wrong_field_solution(task, solution)
 
 
-class WrongTargetArm(_Adversary):
+class WrongTargetArm(_FieldMutationArm):
     """Submits the solution to a confusable record (see the module doc for the rule)."""
 
     name: str = "wrong_target"
+    NO_FIELD = "no target field"
 
-    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        why = _cannot_act(task, env)
-        built = (
-            None
-            if why is not None or task.solution is None
-            else wrong_target_solution(task, task.solution, env.channels)
-        )
-        if built is None:
-            env.telemetry.action(
-                "adversary", attack="wrong_target", wrote=False, reason=why or "no target field"
-            )
-            return self._claim()
-        values, field = built
-        env.telemetry.action(
-            "adversary", attack="wrong_target", wrote=True, field=field, value=values[field]
-        )
-        await _submit(env, values, 1)
-        return self._claim()
+    def mutate(
+        self, task: TaskView, solution: Solution, env: EnvHandle
+    ) -> tuple[Solution, str] | None:
+        return wrong_target_solution(task, solution, env.channels)
 
 
 class CrossTrialArm(_Adversary):
