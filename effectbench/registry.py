@@ -314,7 +314,7 @@ class Registry:
                 available = ", ".join(self.names(group)) or "none installed"
                 raise UnknownPlugin(
                     f"unknown {kind} {name_or_ref!r}; available: {available} "
-                    f"(or pass a 'module:attribute' reference to a {kind} class, factory or instance)"
+                    f"(or pass a 'module:attribute' reference to {'an' if kind[0] in 'aeiou' else 'a'} {kind} class, factory or instance)"
                 )
             if not _REF.match(name_or_ref):
                 raise PluginError(
