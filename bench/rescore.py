@@ -1,0 +1,231 @@
+"""Rescore throughput and memory: `effectbench rescore` over a 1,000,000- and a 100,000-event log.
+
+The logs are MockMed-shaped: a real anchor run (9 tasks x both baselines, one trial) is
+recorded first, then every later trial repeats its episodes with that trial's payload
+tag and episode id substituted, interleaved 64 episodes at a time as a concurrent run
+writes them, and written through effectbench.log.write_events_sync (same format, same
+hash chain). The run.started event carries the real plan for that many trials.
+
+`effectbench rescore DIR` then runs in a subprocess (interpreter start included): the
+chain is verified, every episode folded, judged, classified, and the four artifacts
+written. Reported: events/s (events / wall) and the child's peak RSS (wait4's
+ru_maxrss), median of --runs. Targets: >= 500,000 events/s; peak RSS at 1M vs 100k
+< 1.5x and < 200 MB.
+
+    .venv/bin/python bench/rescore.py [--events 1000000 100000] [--runs 3] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+from _common import load_line, loadavg, median, parser, table, write_json
+from effectbench_mockmed import MockMedProvider
+
+from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
+from effectbench.log import LogEntry, read_log, write_events_sync
+from effectbench.model import trial_tag
+from effectbench.plan import ProviderInfo, build_plan
+from effectbench.scheduler import Scheduler, SchedulerOptions
+
+TARGET_EPS = 500_000.0
+TARGET_RSS_RATIO = 1.5
+TARGET_RSS_MB = 200.0
+WINDOW = 64
+ARMS = ("screen_only", "effect_verified")
+
+
+def record_template(tmp: Path) -> tuple[dict[str, Any], list[tuple[str, list[tuple[str, bytes]]]]]:
+    """(run.started data, [(episode id, [(type, data json)])]) of a one-trial anchor run."""
+    provider = MockMedProvider()
+    arms = {"screen_only": ScreenOnlyArm(), "effect_verified": EffectVerifiedArm()}
+    plan = build_plan(ProviderInfo(provider.name, provider.version), provider.tasks(), ARMS, 1)
+    sched = Scheduler(
+        plan, provider, arms, tmp, run_id="bench-rescore", options=SchedulerOptions(concurrency=1)
+    )
+    anyio.run(sched.run)
+    started: dict[str, Any] = {}
+    episodes: dict[str, list[tuple[str, bytes]]] = {}
+    for ev in read_log(tmp / "events.jsonl"):
+        if ev.ep is None:
+            if ev.type == "run.started":
+                started = ev.data
+            continue
+        episodes.setdefault(ev.ep, []).append((ev.type, orjson.dumps(ev.data)))
+    return started, list(episodes.items())
+
+
+def _trial_of(ep: str) -> tuple[str, str]:
+    arm, rest = ep.split("::", 1)
+    task_id = rest.rsplit("::t", 1)[0]
+    return arm, task_id
+
+
+def entries(
+    started: dict[str, Any], template: list[tuple[str, list[tuple[str, bytes]]]], trials: int
+) -> Iterator[LogEntry]:
+    provider = MockMedProvider()
+    plan = build_plan(ProviderInfo(provider.name, provider.version), provider.tasks(), ARMS, trials)
+    yield ("run.started", {**started, "plan": plan.to_json(), "plan_hash": plan.plan_hash}, None)
+    tags0 = {
+        task_id: trial_tag(task_id, 0).encode()
+        for _, task_id in map(_trial_of, (e for e, _ in template))
+    }
+    window: list[tuple[str, list[tuple[str, bytes]]]] = []
+
+    def flush() -> Iterator[LogEntry]:
+        longest = max(len(evs) for _, evs in window)
+        for k in range(longest):
+            for ep, evs in window:
+                if k < len(evs):
+                    t, data = evs[k]
+                    yield (t, orjson.loads(data), ep)
+        window.clear()
+
+    finished = 0
+    for trial in range(trials):
+        for ep0, evs in template:
+            arm, task_id = _trial_of(ep0)
+            old, new = tags0[task_id], trial_tag(task_id, trial).encode()
+            ep = f"{arm}::{task_id}::t{trial}"
+            out = []
+            for t, data in evs:
+                data = data.replace(old, new)
+                if t == "episode.planned":
+                    data = data.replace(b'"trial":0,', b'"trial":%d,' % trial)
+                out.append((t, data))
+            window.append((ep, out))
+            finished += 1
+            if len(window) == WINDOW:
+                yield from flush()
+    if window:
+        yield from flush()
+    yield (
+        "run.finished",
+        {"interrupted": False, "episodes_finished": finished, "episodes_failed": 0},
+        None,
+    )
+
+
+def make_log(run_dir: Path, events: int, template: Any, started: dict[str, Any]) -> int:
+    per_trial = sum(len(evs) for _, evs in template)
+    trials = max(1, round((events - 2) / per_trial))
+    run_dir.mkdir()
+    state = write_events_sync(run_dir / "events.jsonl", entries(started, template, trials))
+    return state.count
+
+
+def rescore_once(run_dir: Path) -> tuple[float, float]:
+    """(wall s, peak RSS MB) of one `effectbench rescore` subprocess."""
+    exe = Path(sys.executable).with_name("effectbench")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([str(exe), "rescore", str(run_dir)], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"effectbench rescore {run_dir} exited {proc.returncode}")
+    return wall, usage.ru_maxrss / 1024.0
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--events", type=int, nargs="+", default=[1_000_000, 100_000])
+    ap.add_argument("--dir", type=Path, default=None, help="where to write the logs (temp dir)")
+    args = ap.parse_args()
+    start_load = loadavg()
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        root = Path(tmp)
+        (root / "template").mkdir()
+        started, template = record_template(root / "template")
+        for n in args.events:
+            run_dir = root / f"run-{n}"
+            t0 = time.perf_counter()
+            count = make_log(run_dir, n, template, started)
+            gen = time.perf_counter() - t0
+            size = (run_dir / "events.jsonl").stat().st_size
+            walls, rss = [], []
+            for _ in range(args.runs):
+                w, r = rescore_once(run_dir)
+                walls.append(w)
+                rss.append(r)
+            w = median(walls)
+            rows.append(
+                {
+                    "events": count,
+                    "log_mb": size / 1e6,
+                    "generate_s": gen,
+                    "wall_s": walls,
+                    "median_wall_s": w,
+                    "events_per_s": count / w,
+                    "peak_rss_mb": rss,
+                    "median_peak_rss_mb": median(rss),
+                }
+            )
+            # free the disk before the next size
+            for p in run_dir.iterdir():
+                p.unlink()
+    print(
+        f"effectbench rescore (subprocess, chain verified), median of {args.runs} ({load_line()})"
+    )
+    print(
+        table(
+            ["events", "log MB", "wall s", "events/s", "peak RSS MB"],
+            [
+                [
+                    r["events"],
+                    r["log_mb"],
+                    r["median_wall_s"],
+                    r["events_per_s"],
+                    r["median_peak_rss_mb"],
+                ]
+                for r in rows
+            ],
+        )
+    )
+    verdicts: dict[str, Any] = {}
+    big = max(rows, key=lambda r: r["events"])
+    small = min(rows, key=lambda r: r["events"])
+    ok = big["events_per_s"] >= TARGET_EPS
+    print(
+        f"target >= {TARGET_EPS:,.0f} events/s: {big['events_per_s']:,.0f} ({'met' if ok else 'MISSED'})"
+    )
+    verdicts["events_per_s"] = ok
+    if big is not small:
+        ratio = big["median_peak_rss_mb"] / small["median_peak_rss_mb"]
+        ok_ratio = ratio < TARGET_RSS_RATIO
+        ok_mb = big["median_peak_rss_mb"] < TARGET_RSS_MB
+        print(
+            f"target peak RSS {big['events']:,} vs {small['events']:,} < {TARGET_RSS_RATIO}x: "
+            f"{ratio:.2f}x ({'met' if ok_ratio else 'MISSED'}); < {TARGET_RSS_MB:.0f} MB: "
+            f"{big['median_peak_rss_mb']:.0f} MB ({'met' if ok_mb else 'MISSED'})"
+        )
+        verdicts.update(rss_ratio=ratio, rss_ratio_ok=ok_ratio, rss_mb_ok=ok_mb)
+    write_json(
+        args.json,
+        "rescore",
+        {
+            "rows": rows,
+            "verdicts": verdicts,
+            "targets": {
+                "events_per_s": TARGET_EPS,
+                "rss_ratio": TARGET_RSS_RATIO,
+                "rss_mb": TARGET_RSS_MB,
+            },
+        },
+        start_load,
+    )
+
+
+if __name__ == "__main__":
+    main()
