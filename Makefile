@@ -32,7 +32,7 @@ lint: setup
 	$(VENV)/bin/ruff check effectbench providers plugins_example tests bench
 
 bench: setup
-	for b in bench/*.py; do $(VENV)/bin/python $$b || exit 1; done
+	for b in bench/[!_]*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done
 
 clean:
 	rm -rf .tools $(VENV) runs
