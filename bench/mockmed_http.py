@@ -8,7 +8,7 @@ concurrency 1, 16 and 64, the median of --runs runs. Then the wall time of the d
 command (`effectbench run --out DIR --force`, what `make demo` runs) in a subprocess.
 Target: >= 500 episodes/s at concurrency 64.
 
-    .venv/bin/python bench/mockmed_http.py [--trials 100] [--runs 3] [--json PATH]
+    .venv/bin/python bench/mockmed_http.py [--trials 80] [--runs 3] [--json PATH]
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def demo_wall() -> float:
 
 def main() -> None:
     ap = parser(__doc__)
-    ap.add_argument("--trials", type=int, default=100, help="trials per task (9 tasks)")
+    ap.add_argument("--trials", type=int, default=80, help="trials per task (9 tasks)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     ap.add_argument("--arms", nargs="+", default=["screen_only", "effect_verified"])
     ap.add_argument("--no-demo", action="store_true")

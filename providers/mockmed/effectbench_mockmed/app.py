@@ -23,7 +23,7 @@ import anyio
 import attrs
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
@@ -147,6 +147,12 @@ def _not_found() -> Response:
     return Response(b"unknown episode\n", status_code=404, media_type="text/plain")
 
 
+def _gone() -> Response:
+    """The client hung up before its body arrived (e.g. its episode was cancelled): there
+    is nobody to answer and nothing was submitted, so end the request quietly."""
+    return Response(b"client disconnected\n", status_code=400, media_type="text/plain")
+
+
 def _state(request: Request, episodes: Episodes) -> EpisodeState | None:
     return episodes.get(str(request.path_params["token"]))
 
@@ -169,7 +175,10 @@ def build_app(episodes: Episodes) -> Starlette:
         state = _state(request, episodes)
         if state is None:
             return _not_found()
-        body = await _body(request)
+        try:
+            body = await _body(request)
+        except ClientDisconnect:
+            return _gone()
         if body is None:
             return _page(_banner(Outcome(False, 413, "The form is too large")), 413)
         values = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
@@ -193,7 +202,10 @@ def build_app(episodes: Episodes) -> Starlette:
         state = _state(request, episodes)
         if state is None:
             return _not_found()
-        body = await _body(request)
+        try:
+            body = await _body(request)
+        except ClientDisconnect:
+            return _gone()
         try:
             parsed = orjson.loads(body) if body is not None else None
         except orjson.JSONDecodeError:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import ssl
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, Final
 
@@ -25,7 +24,7 @@ import httpx
 from effectbench.model import TaskSpec
 from effectbench.provider import EnvHandle, Oracle, ProvisionedEpisode, Telemetry
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
-from effectbench_mockmed.client import FormDriver, RestReadback, new_client
+from effectbench_mockmed.client import FormDriver, RestReadback, Transports, episode_client
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
 from effectbench_mockmed.server import LocalServer
@@ -96,7 +95,7 @@ class _Running:
     episodes: Episodes
     server: LocalServer
     port: int
-    ssl_context: ssl.SSLContext
+    transports: Transports
 
 
 class _Episode:
@@ -109,7 +108,9 @@ class _Episode:
         store: EncounterStore,
         client: httpx.AsyncClient,
         oracle: Oracle,
+        release: Callable[[], Awaitable[None]],
     ) -> None:
+        self._release = release
         self._token = token
         self._episodes = episodes
         self._store = store
@@ -124,6 +125,7 @@ class _Episode:
         self._episodes.pop(self._token)
         with anyio.CancelScope(shield=True):
             await self._client.aclose()
+            await self._release()
         # The product's read-write connection closes first, so the oracle's read-only one
         # is the last: SQLite then skips the checkpoint-on-close that copies the WAL into
         # a file deleted on the next line (measured ~0.15 ms per episode).
@@ -172,7 +174,7 @@ class MockMedProvider:
             raise
         assert server.port is not None
         self._running = _Running(
-            root, template, episodes, server, server.port, httpx.create_ssl_context()
+            root, template, episodes, server, server.port, Transports(httpx.create_ssl_context())
         )
 
     async def stop(self) -> None:
@@ -183,6 +185,8 @@ class MockMedProvider:
         try:
             for episode in live:
                 await episode.teardown()
+            with anyio.CancelScope(shield=True):
+                await running.transports.close()
         finally:
             # Not shielded: the server's task group must be exited in the scope it was entered in.
             await running.server.stop()
@@ -210,7 +214,8 @@ class MockMedProvider:
         )
         running.episodes.add(token, EpisodeState(store, fault))
         base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
-        client = new_client(base_url, running.ssl_context, self._http_timeout_s)
+        lent = running.transports.lend()
+        client = episode_client(base_url, lent, self._http_timeout_s)
         telemetry = Telemetry()
         env = EnvHandle(
             channels={"base_url": base_url, **pack.channels(path)},
@@ -219,7 +224,14 @@ class MockMedProvider:
             verifier=RestReadback(client),
         )
         oracle = pack.oracle(path)
-        episode = _Episode(token, running.episodes, store, client, oracle)
+        episode = _Episode(
+            token,
+            running.episodes,
+            store,
+            client,
+            oracle,
+            lambda: running.transports.give_back(lent),
+        )
         self._live[token] = episode
 
         async def teardown() -> None:
