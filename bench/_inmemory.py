@@ -21,6 +21,7 @@ from effectbench.model import (
     Category,
     Effect,
     FieldEquals,
+    JSONScalar,
     OracleSpec,
     ParamRef,
     RecordWritten,
@@ -51,7 +52,7 @@ def bench_task(i: int) -> TaskSpec:
 
 
 class _Oracle:
-    def __init__(self, rows: list[dict[str, object]]) -> None:
+    def __init__(self, rows: list[dict[str, JSONScalar]]) -> None:
         self._rows = rows
 
     async def read(self) -> Snapshot:
@@ -83,7 +84,7 @@ class InMemoryProvider:
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
     ) -> ProvisionedEpisode:
-        rows: list[dict[str, object]] = []
+        rows: list[dict[str, JSONScalar]] = []
         return ProvisionedEpisode(
             env=EnvHandle(channels={"base_url": "memory://"}),
             oracle=_Oracle(rows),

@@ -23,6 +23,7 @@ import anyio
 from _common import load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed import MockMedProvider
 
+from effectbench.arm import Arm
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
 from effectbench.plan import ProviderInfo, build_plan
 from effectbench.scheduler import Scheduler, SchedulerOptions
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_once(arm_name: str, trials: int, concurrency: int) -> tuple[float, float, int]:
     """(wall s, CPU s of this process, episodes) of one run."""
-    arm = {"screen_only": ScreenOnlyArm, "effect_verified": EffectVerifiedArm}[arm_name]()
+    arm: Arm = ScreenOnlyArm() if arm_name == "screen_only" else EffectVerifiedArm()
     provider = MockMedProvider()
     plan = build_plan(
         ProviderInfo(provider.name, provider.version), provider.tasks(), [arm_name], trials
@@ -73,7 +74,12 @@ def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--trials", type=int, default=80, help="trials per task (9 tasks)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
-    ap.add_argument("--arms", nargs="+", default=["screen_only", "effect_verified"])
+    ap.add_argument(
+        "--arms",
+        nargs="+",
+        choices=["screen_only", "effect_verified"],
+        default=["screen_only", "effect_verified"],
+    )
     ap.add_argument("--no-demo", action="store_true")
     args = ap.parse_args()
     start_load = loadavg()

@@ -31,6 +31,7 @@ import orjson
 from _common import load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed import MockMedProvider
 
+from effectbench.arm import Arm
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
 from effectbench.log import LogEntry, read_log, write_events_sync
 from effectbench.model import trial_tag
@@ -47,7 +48,7 @@ ARMS = ("screen_only", "effect_verified")
 def record_template(tmp: Path) -> tuple[dict[str, Any], list[tuple[str, list[tuple[str, bytes]]]]]:
     """(run.started data, [(episode id, [(type, data json)])]) of a one-trial anchor run."""
     provider = MockMedProvider()
-    arms = {"screen_only": ScreenOnlyArm(), "effect_verified": EffectVerifiedArm()}
+    arms: dict[str, Arm] = {"screen_only": ScreenOnlyArm(), "effect_verified": EffectVerifiedArm()}
     plan = build_plan(ProviderInfo(provider.name, provider.version), provider.tasks(), ARMS, 1)
     sched = Scheduler(
         plan, provider, arms, tmp, run_id="bench-rescore", options=SchedulerOptions(concurrency=1)
@@ -143,7 +144,7 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=None, help="where to write the logs (temp dir)")
     args = ap.parse_args()
     start_load = loadavg()
-    rows = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         root = Path(tmp)
         (root / "template").mkdir()
