@@ -203,6 +203,35 @@ async def test_scenario_over_http(ladder: MockMedLadderProvider, mode: str) -> N
     assert rest is not None and rest.readable and set(rest.tables) == {"encounters"}
 
 
+async def test_a_timed_out_save_never_lends_its_connection_to_another_episode(
+    ladder: MockMedLadderProvider,
+) -> None:
+    """Episodes share one keep-alive pool. The timed-out save's connection still has
+    its request in flight: pooled, it would carry the next episode's requests, which
+    would then read the late answer (a 200 'Saved' page) instead of their own."""
+    hung, ok = task("timeout"), task("ok")
+    a, b = view(hung), view(ok, 1)
+    ep_a = await ladder.provision(hung, 0, a.params)
+    ep_b = await ladder.provision(ok, 1, b.params)
+    try:
+        assert ep_a.env.driver is not None and ep_b.env.driver is not None
+        assert a.solution is not None and b.solution is not None
+        assert (await ep_a.env.driver.submit(a.solution)).status is None  # gave up
+        assert ep_b.env.verifier is not None
+        before = await ep_b.env.verifier.read()
+        assert before.readable, before.error
+        response = await ep_b.env.driver.submit(b.solution)
+        after = await ep_b.env.verifier.read()
+    finally:
+        await ep_a.teardown()
+        await ep_b.teardown()
+    assert response.screen_says_saved and response.status == 200
+    assert after.readable
+    assert [r["note"] for r in after.rows("encounters") if r["source"] == "ui"] == [
+        b.params["note"]
+    ]
+
+
 async def test_read_only_channel_sees_what_the_rest_readback_hides(
     ladder: MockMedLadderProvider,
 ) -> None:

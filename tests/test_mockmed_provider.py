@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import attrs
 import httpx
 import pytest
@@ -349,7 +350,7 @@ async def test_env_handle_exposes_no_oracle(tmp_path: Path, provider: MockMedPro
         env: EnvHandle = ep.env
         reached = list(_walk(env, set()))
         assert len(reached) > 20  # the walk really descended (driver, client, transport ...)
-        assert any(isinstance(o, httpx.AsyncClient) for o in reached)
+        assert any(isinstance(o, aiohttp.ClientSession) for o in reached)
         for o in reached:
             assert not isinstance(
                 o, (MockMedOracle, sqlite3.Connection, sqlite3.Cursor, EncounterStore, Path)

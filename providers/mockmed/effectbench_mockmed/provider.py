@@ -13,18 +13,18 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, Final
 
+import aiohttp
 import anyio
 import attrs
-import httpx
 
 from effectbench.model import TaskSpec
 from effectbench.provider import EnvHandle, Oracle, ProvisionedEpisode, Telemetry
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
-from effectbench_mockmed.client import FormDriver, RestReadback, Transports, episode_client
+from effectbench_mockmed.client import Connections, FormDriver, RestReadback
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
 from effectbench_mockmed.server import LocalServer
@@ -79,7 +79,7 @@ class PackDef:
     channels: Callable[[Path], Mapping[str, str]] = _no_channels
     oracle: Callable[[Path], Oracle] = _mockmed_oracle
     submit_timeout_s: float | None = None
-    """The form driver's save timeout (None: the client's; see ``FormDriver``)."""
+    """The form driver's save timeout (None: the session's; see ``FormDriver``)."""
 
 
 ANCHOR_PACK: Final = PackDef(tasks=TASKS, faults=FAULTS)
@@ -95,7 +95,7 @@ class _Running:
     episodes: Episodes
     server: LocalServer
     port: int
-    transports: Transports
+    connections: Connections
 
 
 class _Episode:
@@ -106,15 +106,13 @@ class _Episode:
         token: str,
         episodes: Episodes,
         store: EncounterStore,
-        client: httpx.AsyncClient,
+        session: aiohttp.ClientSession,
         oracle: Oracle,
-        release: Callable[[], Awaitable[None]],
     ) -> None:
-        self._release = release
         self._token = token
         self._episodes = episodes
         self._store = store
-        self._client = client
+        self._session = session
         self._oracle = oracle
         self._done = False
 
@@ -124,8 +122,7 @@ class _Episode:
         self._done = True
         self._episodes.pop(self._token)
         with anyio.CancelScope(shield=True):
-            await self._client.aclose()
-            await self._release()
+            await self._session.close()
         # The product's read-write connection closes first, so the oracle's read-only one
         # is the last: SQLite then skips the checkpoint-on-close that copies the WAL into
         # a file deleted on the next line (measured ~0.15 ms per episode).
@@ -173,9 +170,7 @@ class MockMedProvider:
             shutil.rmtree(root, ignore_errors=True)
             raise
         assert server.port is not None
-        self._running = _Running(
-            root, template, episodes, server, server.port, Transports(httpx.create_ssl_context())
-        )
+        self._running = _Running(root, template, episodes, server, server.port, Connections())
 
     async def stop(self) -> None:
         running, self._running = self._running, None
@@ -186,7 +181,7 @@ class MockMedProvider:
             for episode in live:
                 await episode.teardown()
             with anyio.CancelScope(shield=True):
-                await running.transports.close()
+                await running.connections.close()
         finally:
             # Not shielded: the server's task group must be exited in the scope it was entered in.
             await running.server.stop()
@@ -214,24 +209,16 @@ class MockMedProvider:
         )
         running.episodes.add(token, EpisodeState(store, fault))
         base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
-        lent = running.transports.lend()
-        client = episode_client(base_url, lent, self._http_timeout_s)
+        session = running.connections.session(base_url, self._http_timeout_s)
         telemetry = Telemetry()
         env = EnvHandle(
             channels={"base_url": base_url, **pack.channels(path)},
             telemetry=telemetry,
-            driver=FormDriver(client, telemetry, pack.submit_timeout_s),
-            verifier=RestReadback(client),
+            driver=FormDriver(session, telemetry, pack.submit_timeout_s),
+            verifier=RestReadback(session),
         )
         oracle = pack.oracle(path)
-        episode = _Episode(
-            token,
-            running.episodes,
-            store,
-            client,
-            oracle,
-            lambda: running.transports.give_back(lent),
-        )
+        episode = _Episode(token, running.episodes, store, session, oracle)
         self._live[token] = episode
 
         async def teardown() -> None:
