@@ -161,3 +161,92 @@ def to_json(value: Any) -> bytes:
 
 def from_json(data: bytes | str, cls: type[T]) -> T:
     return converter.structure(orjson.loads(data), cls)
+
+
+# --------------------------------------------------------------------------- fast decoders
+# Rescoring folds every logged episode, and cattrs' dispatch plus a second pass through
+# Effect.resolve cost more than the judge itself. These decoders build the same values
+# directly for well-formed input and hand anything unusual to the converter, so every
+# error (and its message) is still the converter's own. tests/test_codec_fast.py checks
+# both paths agree on arbitrary input.
+
+
+class _NotPlain(Exception):
+    """Input the fast decoder does not handle; the converter path decides."""
+
+
+def _plain_value(v: Any, params: Mapping[str, Any]) -> Any:
+    """A scalar as is, ``{"param": NAME}`` resolved from ``params``; _NotPlain otherwise."""
+    t = type(v)
+    if t is str or t is int or t is float or t is bool or v is None:
+        return v
+    if t is dict and len(v) == 1:
+        name = v.get("param")
+        if type(name) is str and name in params:
+            return params[name]
+    raise _NotPlain
+
+
+def _fast_effect(d: Any, params: Any) -> Effect:
+    if type(d) is not dict or type(params) is not dict:
+        raise _NotPlain
+    rw = d["record_written"]
+    if type(rw) is not dict:
+        raise _NotPlain
+    table = rw["table"]
+    selector = rw["selector"]
+    count = rw.get("expected_count", 1)
+    key = rw.get("idempotency_key")
+    if (
+        type(table) is not str
+        or type(selector) is not dict
+        or not selector
+        or type(count) is not int
+    ):
+        raise _NotPlain
+    if count < 0:
+        raise _NotPlain
+    if key is not None:
+        if type(key) is not list or len(key) != 2 or type(key[0]) is not str:
+            raise _NotPlain
+        key = (key[0], _plain_value(key[1], params))
+    fields = []
+    for f in d.get("field_equals") or ():
+        if type(f) is not dict:
+            raise _NotPlain
+        name = f.get("field", "")
+        if type(name) is not str or not name:
+            raise _NotPlain
+        fields.append(FieldEquals(name, _plain_value(f["expected"], params)))
+    return Effect(
+        record_written=RecordWritten(
+            table=table,
+            selector={k: _plain_value(v, params) for k, v in selector.items()},
+            expected_count=count,
+            idempotency_key=key,
+            forbid_collateral_loss=bool(rw.get("forbid_collateral_loss", True)),
+            forbid_stray_writes=bool(rw.get("forbid_stray_writes", False)),
+            count_new_only=bool(rw.get("count_new_only", False)),
+            id_field=rw.get("id_field", "id"),
+        ),
+        field_equals=tuple(fields),
+    )
+
+
+def structure_effect_resolved(d: Any, params: Any) -> Effect:
+    """``converter.structure(d, Effect).resolve(params)`` in one pass: equal value, and the
+    same exception as that expression for any input the fast path does not take."""
+    try:
+        return _fast_effect(d, params)
+    except (_NotPlain, KeyError, TypeError, AttributeError, ValueError):
+        pass
+    return converter.structure(d, Effect).resolve(params)
+
+
+def structure_snapshot(d: Any) -> Snapshot:
+    """``converter.structure(d, Snapshot)`` without the dispatch (same code, same errors)."""
+    return Snapshot(
+        readable=bool(d["readable"]),
+        tables={k: tuple(rows) for k, rows in (d.get("tables") or {}).items()},
+        error=d.get("error"),
+    )

@@ -18,6 +18,7 @@ from effectbench.model import (
     Effect,
     InvalidSpec,
     JSONScalar,
+    ParamRef,
     Row,
     Snapshot,
     TrueState,
@@ -41,7 +42,14 @@ def same_value(a: object, b: object) -> bool:
 
 def row_matches(row: Row, selector: Mapping[str, Value]) -> bool:
     """A row matches when every selector column is present and holds exactly that value."""
-    return all(col in row and same_value(row[col], want) for col, want in selector.items())
+    # same_value inlined: this runs for every row of every judged episode
+    for col, want in selector.items():
+        if col not in row:
+            return False
+        got = row[col]
+        if type(got) is not type(want) or got != want:
+            return False
+    return True
 
 
 def _scalar_key(v: object) -> str:
@@ -93,11 +101,14 @@ def _collateral_loss(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]
     rw = effect.record_written
     reasons = []
     for table in sorted(pre.tables):
+        before = pre.rows(table)
+        if not before:
+            continue  # nothing there before, nothing to lose
         selector = rw.selector if table == rw.table else None
         after = {_identity(r, rw.id_field) for r in post.rows(table)}
         lost = [
             _describe(r, rw.id_field)
-            for r in pre.rows(table)
+            for r in before
             if not (selector is not None and row_matches(r, selector))
             and _identity(r, rw.id_field) not in after
         ]
@@ -152,7 +163,9 @@ def _content_problems(effect: Effect, rows: Iterable[Row]) -> list[str]:
     """Idempotency-key and field_equals checks over the matching rows."""
     rw = effect.record_written
     rows = list(rows)
-    reasons = []
+    reasons: list[str] = []
+    if not rows:
+        return reasons  # every check below is over the matching rows
     if rw.idempotency_key is not None:
         col, want = rw.idempotency_key
         bad = [
@@ -175,9 +188,21 @@ def _content_problems(effect: Effect, rows: Iterable[Row]) -> list[str]:
     return reasons
 
 
+def _is_resolved(effect: Effect) -> bool:
+    """Effect.is_resolved without building a list (the judge checks it on every call)."""
+    rw = effect.record_written
+    for v in rw.selector.values():
+        if isinstance(v, ParamRef):
+            return False
+    for f in effect.field_equals:
+        if isinstance(f.expected, ParamRef):
+            return False
+    return rw.idempotency_key is None or not isinstance(rw.idempotency_key[1], ParamRef)
+
+
 def judge(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
     """Judge one resolved effect against the pre- and post-action snapshots."""
-    if not effect.is_resolved:
+    if not _is_resolved(effect):
         raise InvalidSpec("judge needs a resolved effect: call effect.resolve(trial params) first")
     rw = effect.record_written
     expected = rw.expected_count
@@ -205,9 +230,9 @@ def judge(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
     what = f"{rw.table!r} rows matching {_fmt_selector(rw.selector)}" + (
         " (new only)" if rw.count_new_only else ""
     )
-    count_reason = f"expected {expected} {what}, found {observed}"
 
     if observed == 0 and expected > 0 and not side_effects:
+        count_reason = f"expected {expected} {what}, found {observed}"
         return Verdict(VerdictStatus.REFUTED, TrueState.ABSENT, (count_reason,), observed, expected)
     if observed == 0 and expected == 0 and not side_effects:
         # A refusal control: the record is untouched, which is the desired *absence* of an
@@ -222,7 +247,7 @@ def judge(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
         )
     problems = list(side_effects)
     if observed != expected:
-        problems.insert(0, count_reason)
+        problems.insert(0, f"expected {expected} {what}, found {observed}")
     problems += content
     if problems:
         return Verdict(

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import cattrs
 
 from effectbench.classify import classify
-from effectbench.codec import converter
+from effectbench.codec import structure_effect_resolved, structure_snapshot
 from effectbench.events import (
     ArmTelemetry,
     EpisodeAbandoned,
@@ -44,10 +44,10 @@ from effectbench.events import (
     Reported,
 )
 from effectbench.judge import judge
-from effectbench.model import Category, Effect, FailureClass, Snapshot, Substrate, TrueState
+from effectbench.model import Category, FailureClass, Snapshot, Substrate, TrueState
 from effectbench.records import EpisodeRecord, EpisodeTelemetry
 
-__all__ = ["EventLike", "ProjectionError", "fold_episode", "project_episodes"]
+__all__ = ["EventLike", "ProjectionError", "Projector", "fold_episode", "project_episodes"]
 
 LOG_NAME = "events.jsonl"
 INTERRUPTED = "did not finish (run interrupted)"
@@ -121,56 +121,75 @@ class _Episode:
         return _fold(self)
 
 
-def _ref(event: EventLike | None) -> str | None:
-    return None if event is None else f"{LOG_NAME}#{event.seq}"
+_CATEGORIES: dict[Any, Category] = {c.value: c for c in Category}
+_SUBSTRATES: dict[Any, Substrate] = {s.value: s for s in Substrate}
 
 
-def _num(data: Mapping[str, Any] | None, key: str) -> Any:
-    return None if data is None else data.get(key)
+def _category(value: Any) -> Category:
+    """Category(value), through a dict for the common case (Enum's call is slow)."""
+    try:
+        found = _CATEGORIES.get(value)
+    except TypeError:  # unhashable: let the enum say why
+        found = None
+    return Category(value) if found is None else found
+
+
+def _substrate(value: Any) -> Substrate:
+    try:
+        found = _SUBSTRATES.get(value)
+    except TypeError:
+        found = None
+    return Substrate(value) if found is None else found
 
 
 def _snapshot(event: EventLike | None, what: str) -> Snapshot:
     if event is None:
         return Snapshot.unreadable(f"no {what} event in the live attempt")
     try:
-        return converter.structure(event.data["snapshot"], Snapshot)
+        return structure_snapshot(event.data["snapshot"])
     except _BAD_DATA as exc:  # logged data is untrusted: a bad snapshot is unreadable
         return Snapshot.unreadable(f"malformed snapshot in event #{event.seq}: {exc}")
 
 
 def _fold(st: _Episode) -> EpisodeRecord:
-    assert st.planned is not None
-    p = st.planned.data
-    tel = st.telemetry.data if st.telemetry is not None else None
+    planned = st.planned
+    assert planned is not None
+    p = planned.data
     rep = st.reported.data if st.reported is not None else None
-    telemetry = EpisodeTelemetry(
-        wall_ms=_num(rep, "wall_ms"),
-        setup_ms=_num(st.provisioned.data if st.provisioned else None, "setup_ms"),
-        model_calls=_num(tel, "model_calls"),
-        input_tokens=_num(tel, "input_tokens"),
-        output_tokens=_num(tel, "output_tokens"),
-        cost_usd=_num(tel, "cost_usd"),
-        actions=_num(tel, "actions"),
-    )
-    evidence = {
-        k: ref
-        for k, ref in (
-            ("planned", _ref(st.planned)),
-            ("pre_snapshot", _ref(st.pre)),
-            ("reported", _ref(st.reported)),
-            ("post_read", _ref(st.post)),
-            ("terminal", _ref(st.terminal)),
+    if st.telemetry is None:
+        telemetry = EpisodeTelemetry(
+            wall_ms=None if rep is None else rep.get("wall_ms"),
+            setup_ms=None if st.provisioned is None else st.provisioned.data.get("setup_ms"),
         )
-        if ref is not None
-    }
+    else:
+        tel = st.telemetry.data
+        telemetry = EpisodeTelemetry(
+            wall_ms=None if rep is None else rep.get("wall_ms"),
+            setup_ms=None if st.provisioned is None else st.provisioned.data.get("setup_ms"),
+            model_calls=tel.get("model_calls"),
+            input_tokens=tel.get("input_tokens"),
+            output_tokens=tel.get("output_tokens"),
+            cost_usd=tel.get("cost_usd"),
+            actions=tel.get("actions"),
+        )
+    # the keys in this order, each only when its event exists
+    evidence = {"planned": f"{LOG_NAME}#{planned.seq}"}
+    if st.pre is not None:
+        evidence["pre_snapshot"] = f"{LOG_NAME}#{st.pre.seq}"
+    if st.reported is not None:
+        evidence["reported"] = f"{LOG_NAME}#{st.reported.seq}"
+    if st.post is not None:
+        evidence["post_read"] = f"{LOG_NAME}#{st.post.seq}"
+    if st.terminal is not None:
+        evidence["terminal"] = f"{LOG_NAME}#{st.terminal.seq}"
     try:
         base: dict[str, Any] = {
             "episode_id": st.ep,
             "arm": p["arm"],
             "task_id": p["task_id"],
             "trial": p["trial"],
-            "category": Category(p["category"]),
-            "substrate": Substrate(p["substrate"]),
+            "category": _category(p["category"]),
+            "substrate": _substrate(p["substrate"]),
             "split": p["split"],
             "reversible": p["reversible"],
             "effect_declared": p["effect_declared"],
@@ -182,7 +201,7 @@ def _fold(st: _Episode) -> EpisodeRecord:
         }
     except (KeyError, ValueError) as exc:
         raise ProjectionError(
-            f"episode {st.ep}: planned event #{st.planned.seq} is missing or has a bad field: {exc}"
+            f"episode {st.ep}: planned event #{planned.seq} is missing or has a bad field: {exc}"
         ) from None
     if st.terminal is None:
         return _failed(base, FailureClass.UNKNOWN, (INTERRUPTED,))
@@ -211,7 +230,7 @@ def _scored(st: _Episode, base: dict[str, Any]) -> EpisodeRecord:
         return _failed(base, FailureClass.EVALUATION, ("finished without a readable agent report",))
     p = st.planned.data
     try:
-        effect = converter.structure(p["effect"], Effect).resolve(p.get("params", {}))
+        effect = structure_effect_resolved(p["effect"], p.get("params", {}))
     except _BAD_DATA as exc:  # an effect the log cannot rebuild is an evaluation failure
         return _failed(
             base, FailureClass.EVALUATION, (f"effect in event #{st.planned.seq} is invalid: {exc}",)
@@ -267,18 +286,53 @@ def fold_episode(events: Sequence[EventLike]) -> EpisodeRecord:
     return st.record()
 
 
-def project_episodes(events: Iterable[EventLike]) -> Iterator[EpisodeRecord]:
-    """Stream records out of a whole log (episodes interleaved), one per terminal event."""
-    live: dict[str, _Episode] = {}
-    for e in events:
-        if e.ep is None:
-            continue
-        st = live.get(e.ep)
+class Projector:
+    """The streaming fold behind project_episodes, one event at a time.
+
+    ``feed`` returns the record an event completes (or None); ``drain`` yields the
+    episodes that never terminated. Every record comes with an order key: the seq of
+    its terminal event, or for a drained episode ``DRAINED + seq`` of the event that
+    opened its live entry. Sorting by that key reproduces the order project_episodes
+    yields in, so partial folds over disjoint sets of episodes (a sharded rescore) can
+    be merged with "the later record of an episode wins" intact.
+    """
+
+    DRAINED = 1 << 62
+
+    __slots__ = ("_live", "_opened")
+
+    def __init__(self) -> None:
+        self._live: dict[str, _Episode] = {}
+        self._opened: dict[str, int] = {}
+
+    def feed(self, e: EventLike) -> EpisodeRecord | None:
+        ep = e.ep
+        if ep is None:
+            return None
+        st = self._live.get(ep)
         if st is None:
-            st = live[e.ep] = _Episode(e.ep)
+            st = self._live[ep] = _Episode(ep)
+            self._opened[ep] = e.seq
         st.add(e)
         if st.terminal is not None:
-            del live[e.ep]
-            yield st.record()
-    for st in live.values():
-        yield st.record()
+            del self._live[ep]
+            del self._opened[ep]
+            return st.record()
+        return None
+
+    def drain(self) -> Iterator[tuple[int, EpisodeRecord]]:
+        opened = self._opened
+        for ep, st in self._live.items():
+            yield self.DRAINED + opened[ep], st.record()
+
+
+def project_episodes(events: Iterable[EventLike]) -> Iterator[EpisodeRecord]:
+    """Stream records out of a whole log (episodes interleaved), one per terminal event."""
+    proj = Projector()
+    feed = proj.feed
+    for e in events:
+        rec = feed(e)
+        if rec is not None:
+            yield rec
+    for _, rec in proj.drain():
+        yield rec
