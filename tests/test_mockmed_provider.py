@@ -4,6 +4,8 @@ independence, isolation between episodes and teardown."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import types
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
@@ -405,3 +407,11 @@ def test_any_form_note_round_trips(
 def test_invalid_task_ids_still_refused() -> None:
     with pytest.raises(InvalidSpec):
         attrs.evolve(task("ok"), task_id="mockmed::t3")
+
+
+def test_listing_providers_does_not_import_the_http_client() -> None:
+    """aiohttp costs ~100 ms to import; `effectbench providers` imports this package
+    only to list it, so the client is loaded by start(), when a run needs it."""
+    code = "import sys, effectbench_mockmed; print('aiohttp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -15,16 +15,14 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
-import aiohttp
 import anyio
 import attrs
 
 from effectbench.model import TaskSpec
 from effectbench.provider import EnvHandle, Oracle, ProvisionedEpisode, Telemetry
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
-from effectbench_mockmed.client import Connections, FormDriver, RestReadback
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
 from effectbench_mockmed.server import LocalServer
@@ -37,6 +35,11 @@ from effectbench_mockmed.store import (
     seed_tables,
 )
 from effectbench_mockmed.tasks import TASKS
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from effectbench_mockmed.client import Connections
 
 VERSION: Final = "1.0.0"
 HTTP_TIMEOUT_S: Final = 30.0
@@ -159,6 +162,9 @@ class MockMedProvider:
     async def start(self) -> None:
         if self._running is not None:
             raise RuntimeError("MockMedProvider.start() called twice; call stop() first")
+        # aiohttp takes ~100 ms to import: only a run pays it, not `effectbench providers`.
+        from effectbench_mockmed.client import Connections
+
         root = Path(tempfile.mkdtemp(prefix="effectbench-mockmed-", dir=self._tmp_root))
         try:
             template = root / "template.db"
@@ -195,6 +201,8 @@ class MockMedProvider:
             raise RuntimeError(
                 "MockMedProvider.provision() before start(): call await provider.start() first"
             )
+        from effectbench_mockmed.client import FormDriver, RestReadback  # loaded by start()
+
         pack = self.pack
         mode = task.fixture.get("mode")
         fault = pack.faults.get(str(mode))
