@@ -1,7 +1,7 @@
 """MockMed over real HTTP and SQLite: episodes per second per arm and concurrency, and `make demo`.
 
 Each episode is what `effectbench run` does with the anchor: a fresh SQLite file copied
-from the template and seeded, a per-episode URL token and httpx client, the arm's form
+from the template and seeded, a per-episode URL token and aiohttp session, the arm's form
 POST (and, for effect_verified, two JSON readbacks) through uvicorn, two read-only
 oracle reads, teardown, eight-plus chained events. Cases: both baseline arms at
 concurrency 1, 16 and 64, the median of --runs runs. Then the wall time of the demo
