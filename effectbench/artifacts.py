@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import attrs
 import orjson
@@ -220,22 +220,39 @@ class _RunFacts:
                     if self.started is None:
                         self._start(ev.data)
                 elif t == resumed_type:
-                    self.resumes.append(
-                        {
-                            "seq": ev.seq,
-                            "kept": ev.data.get("kept"),
-                            "abandoned": ev.data.get("abandoned"),
-                            "concurrency": ev.data.get("concurrency"),
-                        }
-                    )
+                    self._resumed(ev)
                 elif t == finished_type:
                     self.finished = ev.data
             elif self.started is None:
-                raise ArtifactError(
-                    f"{LOG_FILE}: event #{ev.seq} comes before run.started; the log does not start "
-                    "with its plan, so it cannot be scored"
-                )
+                self.too_early(ev)
             yield ev
+
+    def see(self, ev: LoggedEvent) -> None:
+        """Take one run-level event (``ep`` is None), as tap does."""
+        t = ev.type
+        if t == RunStarted.TYPE:
+            if self.started is None:
+                self._start(ev.data)
+        elif t == RunResumed.TYPE:
+            self._resumed(ev)
+        elif t == RunFinished.TYPE:
+            self.finished = ev.data
+
+    def too_early(self, ev: LoggedEvent) -> NoReturn:
+        raise ArtifactError(
+            f"{LOG_FILE}: event #{ev.seq} comes before run.started; the log does not start "
+            "with its plan, so it cannot be scored"
+        )
+
+    def _resumed(self, ev: LoggedEvent) -> None:
+        self.resumes.append(
+            {
+                "seq": ev.seq,
+                "kept": ev.data.get("kept"),
+                "abandoned": ev.data.get("abandoned"),
+                "concurrency": ev.data.get("concurrency"),
+            }
+        )
 
     def _start(self, data: Mapping[str, Any]) -> None:
         plan = data.get("plan")
@@ -255,11 +272,19 @@ class _RunFacts:
 class _Spill:
     """Rows written as they complete, read back in plan order through offsets."""
 
-    def __init__(self, run_dir: Path, n_slots: int) -> None:
-        self.file = tempfile.TemporaryFile(dir=run_dir, prefix=".results-", suffix=".spill")  # noqa: SIM115
+    def __init__(self, run_dir: Path, n_slots: int, file: Any = None) -> None:
+        self.file = (
+            tempfile.TemporaryFile(dir=run_dir, prefix=".results-", suffix=".spill")  # noqa: SIM115
+            if file is None
+            else file
+        )
         self.offsets = array("q", [-1]) * n_slots
         self.lengths = array("l", [0]) * n_slots
         self.pos = 0
+        # A sharded rescore merges other workers' spill files in: ``source[slot]`` names
+        # the file (index into ``sources``; 0 is this one) that holds the slot's row.
+        self.sources: list[Any] = [self.file]
+        self.source: bytearray | None = None
 
     def put(self, slot: int, line: bytes) -> None:
         self.file.write(line)
@@ -271,6 +296,9 @@ class _Spill:
         """Copy rows out in slot order; adjacent rows are read as one range (pread, so no
         mapped pages count against memory)."""
         self.file.flush()
+        if self.source is not None:
+            self._write_merged(out, self.source)
+            return
         fd = self.file.fileno()
         start = end = 0
         lengths = self.lengths
@@ -286,6 +314,24 @@ class _Spill:
         if end > start:
             out.write(os.pread(fd, end - start, start))
 
+    def _write_merged(self, out: Any, source: bytearray) -> None:
+        fds = [f.fileno() for f in self.sources]
+        start = end = 0
+        cur = 0
+        lengths = self.lengths
+        for slot, off in enumerate(self.offsets):
+            if off < 0:
+                continue
+            src = source[slot]
+            if off != end or src != cur or end - start >= _COPY_CHUNK:
+                if end > start:
+                    out.write(os.pread(fds[cur], end - start, start))
+                start = end = off
+                cur = src
+            end += lengths[slot]
+        if end > start:
+            out.write(os.pread(fds[cur], end - start, start))
+
     def close(self) -> None:
         self.file.close()
 
@@ -296,26 +342,22 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def build_artifacts(
-    run_dir: str | os.PathLike[str],
-    *,
-    out_dir: str | os.PathLike[str] | None = None,
-    verify_chain: bool = True,
-) -> ArtifactSet:
-    """Stream ``<run_dir>/events.jsonl`` once and (re)write the four derived artifacts.
+@attrs.define
+class LogPass:
+    """What one pass over the log leaves for the artifacts (sequential or sharded)."""
 
-    ``out_dir`` (default: the run directory) lets the verifier rebuild them elsewhere
-    through this same path; ``verify_chain=False`` is only for diagnosing a log whose
-    chain is already known to be broken.
-    """
-    from effectbench.projections.episodes import ProjectionError, project_episodes
+    facts: _RunFacts
+    acc: MetricsAccumulator | None
+    spill: _Spill | None
+    count: int
+    last_hash: str
+    torn_tail: bool
+    episodes: int
 
-    log_path = Path(run_dir) / LOG_FILE
-    root = Path(out_dir) if out_dir is not None else Path(run_dir)
-    if not log_path.is_file():
-        raise ArtifactError(
-            f"no {LOG_FILE} in {run_dir}; give the run directory that holds the event log"
-        )
+
+def _sequential_pass(log_path: Path, root: Path, verify_chain: bool) -> LogPass:
+    from effectbench.projections.episodes import project_episodes
+
     reader = read_log(log_path, verify=verify_chain)
     facts = _RunFacts()
     acc: MetricsAccumulator | None = None
@@ -331,17 +373,55 @@ def build_artifacts(
             assert spill is not None
             spill.put(slot, dumps(record_row(rec), option=_ROW_OPTS) + b"\n")
             episodes += 1
-        plan = facts.plan_facts()
-        if acc is None:
-            acc = MetricsAccumulator(plan.index)
-        metrics = acc.document(scoring_version())
-        manifest = _manifest(
-            facts, plan, acc, reader.count, reader.last_hash, reader.torn_tail, log_path
+    except BaseException:
+        if spill is not None:
+            spill.close()
+        raise
+    return LogPass(facts, acc, spill, reader.count, reader.last_hash, reader.torn_tail, episodes)
+
+
+def build_artifacts(
+    run_dir: str | os.PathLike[str],
+    *,
+    out_dir: str | os.PathLike[str] | None = None,
+    verify_chain: bool = True,
+    workers: int | None = None,
+) -> ArtifactSet:
+    """Stream ``<run_dir>/events.jsonl`` once and (re)write the four derived artifacts.
+
+    ``out_dir`` (default: the run directory) lets the verifier rebuild them elsewhere
+    through this same path; ``verify_chain=False`` is only for diagnosing a log whose
+    chain is already known to be broken. ``workers``: None decides by log size and
+    machine (effectbench.parallel), 1 forces the one-process pass, 2 the sharded one.
+    Both give byte-identical artifacts; the sharded pass hands any problem to the
+    one-process pass, so errors are always the same.
+    """
+    from effectbench.projections.episodes import ProjectionError
+
+    log_path = Path(run_dir) / LOG_FILE
+    root = Path(out_dir) if out_dir is not None else Path(run_dir)
+    if not log_path.is_file():
+        raise ArtifactError(
+            f"no {LOG_FILE} in {run_dir}; give the run directory that holds the event log"
         )
+    lp: LogPass | None = None
+    try:
+        if verify_chain:
+            from effectbench.parallel import sharded_pass, worker_count
+
+            n = worker_count(log_path) if workers is None else workers
+            if n > 1:
+                lp = sharded_pass(log_path, root, n)
+        if lp is None:
+            lp = _sequential_pass(log_path, root, verify_chain)
+        plan = lp.facts.plan_facts()
+        acc = lp.acc if lp.acc is not None else MetricsAccumulator(plan.index)
+        metrics = acc.document(scoring_version())
+        manifest = _manifest(lp.facts, plan, acc, lp.count, lp.last_hash, lp.torn_tail, log_path)
         results_tmp = root / (RESULTS_FILE + ".tmp")
         with open(results_tmp, "wb") as out:
-            if spill is not None:
-                spill.write_ordered(out)
+            if lp.spill is not None:
+                lp.spill.write_ordered(out)
         os.replace(results_tmp, root / RESULTS_FILE)
     except LogError as exc:
         raise ArtifactError(
@@ -352,8 +432,8 @@ def build_artifacts(
     except OSError as exc:
         raise ArtifactError(f"cannot write artifacts in {root}: {exc.strerror or exc}") from None
     finally:
-        if spill is not None:
-            spill.close()
+        if lp is not None and lp.spill is not None:
+            lp.spill.close()
     _write_atomic(root / METRICS_FILE, dump_json(metrics))
     _write_atomic(root / MANIFEST_FILE, dump_json(manifest))
     _write_atomic(root / SUMMARY_FILE, render_summary(manifest, metrics).encode("utf-8"))
@@ -363,9 +443,9 @@ def build_artifacts(
         manifest=root / MANIFEST_FILE,
         metrics=root / METRICS_FILE,
         summary=root / SUMMARY_FILE,
-        events=reader.count,
-        episodes=episodes,
-        final_hash=reader.last_hash,
+        events=lp.count,
+        episodes=lp.episodes,
+        final_hash=lp.last_hash,
     )
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "read_log",
     "scan_tail",
     "verify_log",
+    "warn_torn_tail",
     "write_events_sync",
 ]
 
@@ -304,12 +305,16 @@ class LogReader:
             self.last_hash = prev.decode("ascii")
         if tail:
             self.torn_tail = True
-            msg = (
-                f"{self.path}: line {n + 1} is incomplete ({len(tail)} bytes, no newline; "
-                "the writer was probably killed mid-write) and was ignored"
-            )
-            self.warnings.append(msg)
-            _log.warning("event_log.torn_tail", path=str(self.path), line=n + 1, bytes=len(tail))
+            self.warnings.append(warn_torn_tail(self.path, n + 1, len(tail)))
+
+
+def warn_torn_tail(path: str | os.PathLike[str], line_no: int, nbytes: int) -> str:
+    """Log (and return) the one warning for an incomplete last line, which readers skip."""
+    _log.warning("event_log.torn_tail", path=str(path), line=line_no, bytes=nbytes)
+    return (
+        f"{path}: line {line_no} is incomplete ({nbytes} bytes, no newline; "
+        "the writer was probably killed mid-write) and was ignored"
+    )
 
 
 def _suffix_problem(line: bytes) -> str:
