@@ -125,17 +125,46 @@ def make_log(run_dir: Path, events: int, template: Any, started: dict[str, Any])
     return state.count
 
 
-def rescore_once(run_dir: Path) -> tuple[float, float]:
-    """(wall s, peak RSS MB) of one `effectbench rescore` subprocess."""
+def _tree_rss_kb(pid: int) -> int:
+    """VmRSS of pid plus its children (a sharded rescore forks one worker), in kB."""
+    total = 0
+    pids = [pid]
+    try:
+        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def rescore_once(run_dir: Path) -> tuple[float, float, float]:
+    """(wall s, peak RSS MB of the largest process, peak summed RSS MB of the process and
+    its worker, sampled every 5 ms) of one `effectbench rescore` subprocess.
+
+    wait4's ru_maxrss covers the process and its waited-for children but is the largest
+    single one, not their sum; the sum double-counts pages the fork shares, so the truth
+    lies between the two."""
     exe = Path(sys.executable).with_name("effectbench")
     t0 = time.perf_counter()
     proc = subprocess.Popen([str(exe), "rescore", str(run_dir)], stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
+    peak_sum = 0
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        peak_sum = max(peak_sum, _tree_rss_kb(proc.pid))
+        time.sleep(0.005)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"effectbench rescore {run_dir} exited {proc.returncode}")
-    return wall, usage.ru_maxrss / 1024.0
+    return wall, usage.ru_maxrss / 1024.0, peak_sum / 1024.0
 
 
 def main() -> None:
@@ -155,11 +184,12 @@ def main() -> None:
             count = make_log(run_dir, n, template, started)
             gen = time.perf_counter() - t0
             size = (run_dir / "events.jsonl").stat().st_size
-            walls, rss = [], []
+            walls, rss, rss_sum = [], [], []
             for _ in range(args.runs):
-                w, r = rescore_once(run_dir)
+                w, r, r_sum = rescore_once(run_dir)
                 walls.append(w)
                 rss.append(r)
+                rss_sum.append(r_sum)
             w = median(walls)
             rows.append(
                 {
@@ -171,6 +201,8 @@ def main() -> None:
                     "events_per_s": count / w,
                     "peak_rss_mb": rss,
                     "median_peak_rss_mb": median(rss),
+                    "peak_rss_sum_mb": rss_sum,
+                    "median_peak_rss_sum_mb": median(rss_sum),
                 }
             )
             # free the disk before the next size
@@ -181,7 +213,7 @@ def main() -> None:
     )
     print(
         table(
-            ["events", "log MB", "wall s", "events/s", "peak RSS MB"],
+            ["events", "log MB", "wall s", "events/s", "peak RSS MB", "summed RSS MB"],
             [
                 [
                     r["events"],
@@ -189,6 +221,7 @@ def main() -> None:
                     r["median_wall_s"],
                     r["events_per_s"],
                     r["median_peak_rss_mb"],
+                    r["median_peak_rss_sum_mb"],
                 ]
                 for r in rows
             ],
@@ -203,13 +236,15 @@ def main() -> None:
     )
     verdicts["events_per_s"] = ok
     if big is not small:
-        ratio = big["median_peak_rss_mb"] / small["median_peak_rss_mb"]
+        # judged on the summed RSS of the process and its worker (the conservative figure)
+        key = "median_peak_rss_sum_mb"
+        ratio = big[key] / small[key]
         ok_ratio = ratio < TARGET_RSS_RATIO
-        ok_mb = big["median_peak_rss_mb"] < TARGET_RSS_MB
+        ok_mb = big[key] < TARGET_RSS_MB
         print(
             f"target peak RSS {big['events']:,} vs {small['events']:,} < {TARGET_RSS_RATIO}x: "
             f"{ratio:.2f}x ({'met' if ok_ratio else 'MISSED'}); < {TARGET_RSS_MB:.0f} MB: "
-            f"{big['median_peak_rss_mb']:.0f} MB ({'met' if ok_mb else 'MISSED'})"
+            f"{big[key]:.0f} MB ({'met' if ok_mb else 'MISSED'}) (summed RSS)"
         )
         verdicts.update(rss_ratio=ratio, rss_ratio_ok=ok_ratio, rss_mb_ok=ok_mb)
     write_json(
