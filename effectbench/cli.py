@@ -240,6 +240,25 @@ def verify(path: Path) -> int:
     return 1
 
 
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--system", required=True, help="The arm of the run to submit.")
+@click.option(
+    "--out", "out_path", type=click.Path(path_type=Path), required=True, help="Submission file to write."
+)
+def export(run_dir: Path, system: str, out_path: Path) -> int:
+    """Write one arm of RUN_DIR as a leaderboard submission (docs/leaderboard.md)."""
+    from effectbench.verify import export_submission
+
+    if not (run_dir / "events.jsonl").is_file():
+        _fail(f"{run_dir} holds no events.jsonl; give a run directory")
+    if out_path.exists():
+        _fail(f"{out_path} already exists; choose another --out (a submission is never overwritten)")
+    written = export_submission(run_dir, system, out_path)
+    _out(f"submission: {written} (check it with: effectbench verify {written})")
+    return 0
+
+
 def _plugins(group: str) -> int:
     from effectbench.registry import Registry, format_plugin_table
 

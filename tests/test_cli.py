@@ -70,6 +70,8 @@ USER_ERRORS = {
     "rescore missing dir": (["rescore", "{tmp}/nowhere"], "does not exist"),
     "rescore corrupt log": (["rescore", "{corrupt}"], "line 4"),
     "verify missing path": (["verify", "{tmp}/nowhere"], "does not exist"),
+    "export unknown system": (["export", "{small}", "--system", "nope", "--out", "{tmp}/s.json"], "not an arm"),
+    "export over a file": (["export", "{small}", "--system", "scripted", "--out", "{file}"], "already exists"),
     "out not empty": (["run", "--out", "{small}"], "--resume"),
     "unknown command": (["frobnicate"], "frobnicate"),
 }
@@ -205,3 +207,21 @@ def test_verify_lists_reasons_for_a_tampered_run(tmp_path: Path, small_run: Path
     proc = _cli("verify", str(target), cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "NOT sound" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_export_writes_a_submission_that_verify_accepts_and_a_relabel_it_rejects(
+    tmp_path: Path, small_run: Path
+) -> None:
+    sub = tmp_path / "submission.json"
+    proc = _cli("export", str(small_run), "--system", "scripted", "--out", str(sub), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _cli("verify", str(sub), cwd=tmp_path).returncode == 0
+    doc = orjson.loads(sub.read_bytes())
+    rows = doc["rows"]
+    swer = [r for r in rows if r["outcome"] == "SILENT_WRONG_EFFECT"]
+    assert swer, "the fake's phantom task must give the scripted arm a silent wrong effect"
+    swer[0]["outcome"] = "SUCCESS"
+    forged = tmp_path / "forged.json"
+    forged.write_bytes(orjson.dumps(doc))
+    proc = _cli("verify", str(forged), cwd=tmp_path)
+    assert proc.returncode == 1 and "NOT sound" in proc.stdout, proc.stdout + proc.stderr
