@@ -135,6 +135,10 @@ class AuditReport:
     log_path: Path
     trials: int
     tasks: tuple[TaskAudit, ...]
+    pack_fingerprint: str = ""
+    """The audited pack's fingerprint, from the audit log's plan: what the evidence is about."""
+    final_hash: str = ""
+    """The audit log's final chain hash, so a manifest can pin the evidence it cites."""
 
     @property
     def ok(self) -> bool:
@@ -151,6 +155,8 @@ class AuditReport:
             "version": self.version,
             "log": self.log_path.name,
             "trials": self.trials,
+            "pack_fingerprint": self.pack_fingerprint,
+            "final_hash": self.final_hash,
             "ok": self.ok,
             "attestations": self.attestations,
             "tasks": [
@@ -342,7 +348,8 @@ def audit_log(log_path: str | os.PathLike[str]) -> AuditReport:
     path = Path(log_path)
     ev = _Evidence()
     try:
-        records = list(project_episodes(ev.tap(read_log(path))))
+        reader = read_log(path)
+        records = list(project_episodes(ev.tap(reader)))
     except LogError as exc:
         raise AuditError(f"cannot audit {path}: {exc}") from None
     if ev.plan is None:
@@ -359,6 +366,8 @@ def audit_log(log_path: str | os.PathLike[str]) -> AuditReport:
         log_path=path,
         trials=int(ev.plan.get("trials") or 0),
         tasks=tuple(_audit_task(t, by_task.get(t.task_id, {}), ev) for t in tasks),
+        pack_fingerprint=str(ev.plan.get("pack_fingerprint") or ""),
+        final_hash=reader.last_hash,
     )
 
 

@@ -375,14 +375,28 @@ def audit(provider: str, trials: int, concurrency: int, out: Path | None, force:
     show_default=True,
     help="Provider entry point or module:attribute.",
 )
-def pack(provider: str) -> int:
+@click.option(
+    "--audit-evidence",
+    "audit_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Run directory of an `effectbench audit` of this pack; attestations are re-derived from its log.",
+)
+def pack(provider: str, audit_dir: Path | None) -> int:
     """Print the provider's public pack manifest (test-split tasks redacted) as JSON."""
     import orjson
 
     from effectbench.pack import public_pack_manifest
     from effectbench.registry import Registry
 
-    manifest = public_pack_manifest(Registry().provider(provider))
+    report = None
+    if audit_dir is not None:
+        from effectbench.audit import audit_log
+
+        if not (audit_dir / "events.jsonl").is_file():
+            _fail(f"{audit_dir} holds no events.jsonl; give the run directory of an effectbench audit")
+        report = audit_log(audit_dir / "events.jsonl")
+    manifest = public_pack_manifest(Registry().provider(provider), audit=report)
     _out(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
     return 0
 
@@ -400,6 +414,8 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("effectbench.projections.episodes", ("ProjectionError",)),
         ("effectbench.projections.metrics", ("MetricsError",)),
         ("effectbench.artifacts", ("ArtifactError",)),
+        ("effectbench.audit", ("AuditError",)),
+        ("effectbench.pack", ("PackError",)),
     ):
         mod = sys.modules.get(module)
         for name in names:

@@ -8,12 +8,17 @@ to them. Runs still score them: the run's log holds each episode's resolved effe
 
 The fingerprint is ``effectbench.plan.pack_fingerprint`` over every task, the test
 split included, so a published pack pins the sealed tasks without revealing them.
+
+``adversarially_audited`` is never taken from what a provider typed into its
+OracleSpec: it is null unless audit evidence is given, and then it is re-derived
+from that audit's event log (``effectbench.audit.audit_log``), which must be an audit
+of this very pack (same fingerprint).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -21,8 +26,12 @@ from effectbench.model import SPEC_VERSION, Split, TaskSpec
 from effectbench.plan import pack_fingerprint
 from effectbench.provider import BenchmarkProvider
 
+if TYPE_CHECKING:
+    from effectbench.audit import AuditReport
+
 __all__ = [
     "PACK_SCHEMA",
+    "PackError",
     "SEALED_KEYS",
     "pack_fingerprint",
     "public_pack_manifest",
@@ -34,6 +43,10 @@ PACK_SCHEMA: Final = "effectbench.pack/1"
 
 SEALED_KEYS: Final = ("task_id", "title", "category", "substrate", "split")
 """The only fields a test-split task publishes."""
+
+
+class PackError(ValueError):
+    """Audit evidence that does not belong to the pack being published."""
 
 
 def _is_sealed(split: object) -> bool:
@@ -77,17 +90,46 @@ def redact_task_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def public_pack_manifest(
-    provider: BenchmarkProvider, tasks: Sequence[TaskSpec] | None = None
+    provider: BenchmarkProvider,
+    tasks: Sequence[TaskSpec] | None = None,
+    *,
+    audit: AuditReport | None = None,
 ) -> dict[str, Any]:
-    """The provider's pack as it may be published: name, version, fingerprint, tasks."""
+    """The provider's pack as it may be published: name, version, fingerprint, tasks.
+
+    With ``audit`` (an AuditReport re-derived from an audit log of this pack), each
+    public task's ``oracle.adversarially_audited`` is that evidence's verdict and an
+    ``audit`` block pins the log; without it the attestation is null (not established).
+    """
     listed = tuple(provider.tasks() if tasks is None else tasks)
+    fingerprint = pack_fingerprint(listed)
+    attested: Mapping[str, bool] = {}
+    audit_block: dict[str, Any] | None = None
+    if audit is not None:
+        if audit.pack_fingerprint != fingerprint:
+            raise PackError(
+                f"the audit evidence is of pack {audit.pack_fingerprint[:16] or '?'}, not of "
+                f"{provider.name}'s pack {fingerprint[:16]}: run effectbench audit --provider "
+                f"{provider.name} again and pass its run directory"
+            )
+        attested = audit.attestations
+        audit_block = {
+            "log_final_hash": audit.final_hash,
+            "trials": audit.trials,
+            "audited": sum(attested.values()),
+            "tasks": len(attested),
+        }
     entries = [public_task_entry(t) for t in listed]
+    for entry in entries:
+        if "oracle" in entry:
+            entry["oracle"]["adversarially_audited"] = attested.get(entry["task_id"])
     return {
         "schema": PACK_SCHEMA,
         "spec": SPEC_VERSION,
         "name": provider.name,
         "version": provider.version,
-        "fingerprint": pack_fingerprint(listed),
+        "fingerprint": fingerprint,
+        "audit": audit_block,
         "counts": {
             "tasks": len(entries),
             "sealed": sum(1 for e in entries if e["sealed"]),

@@ -149,3 +149,45 @@ def test_a_run_scores_sealed_tasks_but_its_manifest_does_not_reveal_them(tmp_pat
     # the log keeps what scoring needs: the sealed goal is in the plan it records
     assert SEALED[0].goal in (out / "events.jsonl").read_text()
     assert _cli("verify", str(out)).returncode == 0
+
+
+# --- adversarially_audited comes from audit evidence, never from the provider's flag ----------
+
+
+class _ClaimsAudited(MockMedProvider):
+    """The anchor pack, but every task's OracleSpec *says* it was audited."""
+
+    def tasks(self) -> list[TaskSpec]:
+        import attrs
+
+        return [
+            attrs.evolve(t, oracle=attrs.evolve(t.oracle, adversarially_audited=True))
+            for t in super().tasks()
+        ]
+
+
+def test_a_hand_set_audited_flag_is_not_published() -> None:
+    manifest = public_pack_manifest(_ClaimsAudited())
+    assert manifest["audit"] is None
+    assert [e["oracle"]["adversarially_audited"] for e in manifest["tasks"]] == [None] * 9
+
+
+def test_audit_evidence_attests_its_own_pack_only(tmp_path: Path) -> None:
+    import anyio
+    import pytest
+
+    from effectbench.audit import audit_log, audit_provider
+    from effectbench.pack import PackError
+
+    report = anyio.run(
+        lambda: audit_provider(MockMedProvider(), out_dir=tmp_path / "audit", trials=1, concurrency=16)
+    )
+    rederived = audit_log(tmp_path / "audit" / "events.jsonl")
+    manifest = public_pack_manifest(MockMedProvider(), audit=rederived)
+    assert [e["oracle"]["adversarially_audited"] for e in manifest["tasks"]] == [True] * 9
+    assert manifest["audit"]["log_final_hash"] == report.final_hash != ""
+    assert manifest["audit"]["audited"] == 9
+    with pytest.raises(PackError, match="not of mockmed-full's pack"):
+        public_pack_manifest(MockMedFullProvider(), audit=rederived)
+    proc = _cli("pack", "--provider", "mockmed-full", "--audit-evidence", str(tmp_path / "audit"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
