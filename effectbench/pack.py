@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PACK_SCHEMA",
-    "PackError",
     "SEALED_KEYS",
+    "PackError",
     "pack_fingerprint",
     "public_pack_manifest",
     "public_task_entry",
