@@ -146,10 +146,14 @@ def missing_members(obj: object, protocol: type) -> list[str]:
     """What ``obj`` lacks to satisfy ``protocol``, one phrase per gap (empty when it fits)."""
     gaps: list[str] = []
     for name, kind in _protocol_members(protocol):
-        if not hasattr(obj, name):
+        try:
+            value = getattr(obj, name)
+        except AttributeError:
             gaps.append(f"{kind} {name!r}")
             continue
-        value = getattr(obj, name)
+        except Exception as exc:  # noqa: BLE001 - a plugin's property must not crash the listing
+            gaps.append(f"{kind} {name!r} (reading it raised {_one_line(exc)})")
+            continue
         if kind == "attribute":
             if name in {"name", "version"} and not (isinstance(value, str) and value):
                 gaps.append(f"attribute {name!r} as a non-empty str")
@@ -160,16 +164,25 @@ def missing_members(obj: object, protocol: type) -> list[str]:
     return gaps
 
 
+def _conforms(obj: object, protocol: type) -> bool:
+    """``isinstance`` against a runtime protocol, which reads every member and so runs a
+    plugin's properties: one that raises means the object does not conform."""
+    try:
+        return isinstance(obj, protocol)
+    except Exception:  # noqa: BLE001 - plugin code
+        return False
+
+
 def instantiate(obj: object, protocol: type, label: str) -> Any:
     """Turn a loaded object into a protocol instance: call classes and factories, keep instances."""
-    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, protocol)):
+    if isinstance(obj, type) or (callable(obj) and not _conforms(obj, protocol)):
         try:
             obj = obj()
         except (Exception, SystemExit) as exc:  # a plugin must not end the process
             reason = f"calling it with no arguments failed: {_one_line(exc)}"
             raise PluginError(f"{label}: {reason}", reason) from exc
     gaps = missing_members(obj, protocol)
-    if gaps or not isinstance(obj, protocol):
+    if gaps or not _conforms(obj, protocol):
         what = ", ".join(gaps) or "the protocol's members"
         reason = f"does not implement {protocol.__module__}.{protocol.__name__}: missing {what}"
         raise PluginError(f"{label} {reason}", reason)

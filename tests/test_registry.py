@@ -277,6 +277,49 @@ def test_a_plugin_that_exits_at_import_is_a_failed_row(
     assert (result.status, result.error) == ("failed", "failed to load: SystemExit: 3")
 
 
+RAISING_MODULE = """
+class Provider:
+    version = "1"
+
+    @property
+    def name(self):
+        raise RuntimeError("name lookup needs a licence server")
+
+    def tasks(self):
+        return ()
+
+    async def start(self):
+        pass
+
+    async def stop(self):
+        pass
+
+    async def provision(self, task, trial, params):
+        raise NotImplementedError
+"""
+
+
+def test_a_plugin_whose_member_raises_is_a_failed_row_and_the_others_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, site: tuple[Path, str, str]
+) -> None:
+    """Checking the protocol reads the plugin's properties; one that raises is the plugin's
+    failure, never the listing's."""
+    d, _, _ = site
+    mod = f"raiser_{uuid.uuid4().hex[:8]}"
+    (d / f"{mod}.py").write_text(RAISING_MODULE)
+    write_dist(d, "raiser", "1.0", {PROVIDERS: {"raiser": f"{mod}:Provider"}})
+    reg = Registry(paths=[str(d)])
+    results = {r.info.name: r for r in reg.load_all(PROVIDERS)}
+    assert results["goodplug"].ok
+    assert results["raiser"].status == "failed"
+    assert results["raiser"].error == (
+        "does not implement effectbench.provider.BenchmarkProvider: missing attribute 'name' "
+        "(reading it raised RuntimeError: name lookup needs a licence server)"
+    )
+    with pytest.raises(PluginError, match="reading it raised RuntimeError"):
+        reg.provider("raiser")
+
+
 def test_unknown_group_is_refused() -> None:
     with pytest.raises(PluginError, match="unknown plugin group"):
         Registry().list("effectbench.providerz")
