@@ -8,16 +8,18 @@ and checks, per task:
 
 (a) **reference**: where a correct action exists, the reference reaches the correct
     effect on every trial; otherwise the task is ``broken``.
-(b) **adversaries**: on every non-control task, no adversary is scored SUCCESS;
-    otherwise the oracle is ``gameable`` and the offending episode is named with its
-    evidence pointer. (On a refusal control an untouched record judges ABSENT, so a
-    do-nothing adversary that claims success is a phantom SWER, never a SUCCESS.)
+(b) **adversaries**: on every non-control task, no adversary is scored SUCCESS, and
+    on a control no do-nothing adversary (``null``, ``phantom``) is; otherwise the
+    oracle is ``gameable`` and the offending episode is named with its evidence
+    pointer. A writing adversary's SUCCESS on a control is an exempt note (a correct
+    product may absorb the attack). (On a refusal control an untouched record judges
+    ABSENT, so a do-nothing adversary that claims success is a phantom SWER.)
 (c) **refusal controls** (``oracle.refusal_controls`` and ``expected_count == 0``):
     the reference and ``halt`` leave every row of every table unchanged; otherwise
     the control is ``leaky``.
 
-A task whose evidence is missing (an episode failed, a snapshot was unreadable) is
-``incomplete``: nothing is attested from a check that did not happen. The
+A task whose evidence is missing (an arm short of its planned trials, an episode
+failed, a snapshot was unreadable) is ``incomplete``: nothing is attested from a check that did not happen. The
 ``adversarially_audited`` attestation of a task is True exactly when its status is
 ``audited``.
 """
@@ -50,7 +52,8 @@ from effectbench.codec import converter
 from effectbench.events import TERMINAL_TYPES, EpisodeAbandoned, PostRead, PreSnapshot, RunStarted
 from effectbench.log import LogError, LoggedEvent, read_log
 from effectbench.model import Category, Outcome, Snapshot, TaskSpec, TrueState
-from effectbench.projections.episodes import project_episodes
+from effectbench.plan import pack_fingerprint
+from effectbench.projections.episodes import ProjectionError, project_episodes
 from effectbench.provider import BenchmarkProvider
 from effectbench.records import EpisodeRecord
 from effectbench.sql_oracle import diff_snapshots
@@ -72,6 +75,9 @@ __all__ = [
 AUDIT_FILE: Final = "audit.json"
 AUDIT_ARMS: Final = (REFERENCE_NAME, *ADVERSARY_NAMES)
 WRITING_ADVERSARIES: Final = ("duplicate", "wrong_field", "wrong_target", "cross_trial")
+DO_NOTHING_ADVERSARIES: Final = ("null", "phantom")
+"""They never write, so a SUCCESS of theirs means the oracle passes an untouched record:
+gameable on every task, controls included (no task may be passable by a do-nothing program)."""
 DEFAULT_TRIALS: Final = 2
 
 AUDITED: Final = "audited"
@@ -248,15 +254,21 @@ def _pointer(r: EpisodeRecord) -> str:
     return ev.get("post_read") or ev.get("terminal") or ev.get("reported") or ev.get("planned") or "events.jsonl"
 
 
-def _audit_task(task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], ev: _Evidence) -> TaskAudit:
+def _audit_task(
+    task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], ev: _Evidence, trials: int
+) -> TaskAudit:
     failed: dict[str, list[str]] = {k: [] for k in _PRECEDENCE}
     evidence: dict[str, str] = {}
     notes: list[str] = []
 
+    # Every audit arm ran every planned trial (a log cut short attests nothing it lacks).
+    for name in AUDIT_ARMS:
+        have = len(records.get(name, ()))
+        if have < trials:
+            failed[INCOMPLETE].append(f"{name} has {have} of {trials} planned trial(s) for this task in the log")
+
     # (a) the reference reaches the correct effect wherever a correct action exists.
     refs = records.get(REFERENCE_NAME, ())
-    if not refs:
-        failed[INCOMPLETE].append("the reference arm has no episode for this task in the log")
     if task.correct_action_available:
         for r in refs:
             if r.true_state is TrueState.CORRECT:
@@ -269,17 +281,15 @@ def _audit_task(task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], 
                 f"reference did not reach the correct effect on {r.episode_id}: {state}{detail} [{_pointer(r)}]"
             )
 
-    # (b) no adversary is scored SUCCESS on a non-control task.
+    # (b) no adversary is scored SUCCESS on a non-control task, nor a do-nothing one on any.
     no_action = "" if task.correct_action_available else (
         "; the task declares no correct action, yet this one produced the correct effect"
     )
     for name in ADVERSARY_NAMES:
         runs = records.get(name, ())
         exempt: list[str] = []
-        if not runs and task.category is not Category.CONTROL:
-            failed[INCOMPLETE].append(f"adversary {name} has no episode for this task in the log")
         for r in runs:
-            if task.category is Category.CONTROL:
+            if task.category is Category.CONTROL and name not in DO_NOTHING_ADVERSARIES:
                 if r.outcome is Outcome.SUCCESS:
                     exempt.append(_pointer(r))
                 continue
@@ -350,11 +360,20 @@ def audit_log(log_path: str | os.PathLike[str]) -> AuditReport:
     try:
         reader = read_log(path)
         records = list(project_episodes(ev.tap(reader)))
-    except LogError as exc:
+    except (LogError, ProjectionError) as exc:
         raise AuditError(f"cannot audit {path}: {exc}") from None
     if ev.plan is None:
         raise AuditError(f"{path} has no run.started event; it is not a run's event log")
     tasks = _tasks(ev.plan)
+    # The fingerprint is recomputed from the tasks the log actually audited, never taken
+    # from the plan's own claim: evidence about one pack cannot be relabelled as another's.
+    fingerprint = pack_fingerprint(tasks)
+    if fingerprint != ev.plan.get("pack_fingerprint"):
+        raise AuditError(
+            f"cannot audit {path}: its plan claims pack {str(ev.plan.get('pack_fingerprint'))[:16]} "
+            f"but lists the tasks of pack {fingerprint[:16]}"
+        )
+    trials = int(ev.plan.get("trials") or 0)
     by_task: dict[str, dict[str, list[EpisodeRecord]]] = {}
     latest: dict[str, EpisodeRecord] = {r.episode_id: r for r in records}  # a later rerun wins
     for r in sorted(latest.values(), key=lambda r: (r.task_id, r.arm, r.trial)):
@@ -364,9 +383,9 @@ def audit_log(log_path: str | os.PathLike[str]) -> AuditReport:
         provider=str(provider.get("name", "?")),
         version=str(provider.get("version", "?")),
         log_path=path,
-        trials=int(ev.plan.get("trials") or 0),
-        tasks=tuple(_audit_task(t, by_task.get(t.task_id, {}), ev) for t in tasks),
-        pack_fingerprint=str(ev.plan.get("pack_fingerprint") or ""),
+        trials=trials,
+        tasks=tuple(_audit_task(t, by_task.get(t.task_id, {}), ev, trials) for t in tasks),
+        pack_fingerprint=fingerprint,
         final_hash=reader.last_hash,
     )
 

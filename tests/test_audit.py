@@ -142,6 +142,14 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
     task("broken", solution={**SOLUTION, "type": "Urgent"}),
     # A control is exempt from the adversary check even with a count-only effect.
     task("control", Category.CONTROL, expected_effect=COUNT_ONLY),
+    # ... but not from a do-nothing program: the row is already there, so null passes.
+    task(
+        "control_preseeded",
+        Category.CONTROL,
+        expected_effect=COUNT_ONLY,
+        initial_state={"encounters": ({"patient_id": "p1", "type": "Triage", "note": "earlier", "key": None},)},
+        fixture={"upsert": True},
+    ),
     # Sound, but no confusable is offered and the form refuses the mutated patient "p1-x":
     # the wrong_target attack never lands, which the audit reports as a note.
     task("no_confusable", fixture={"no_confusable": True}),
@@ -396,7 +404,7 @@ def test_a_sound_refusal_control_gives_do_nothing_success_no_pass(weak: AuditRep
     assert not any("reached SUCCESS" in n for n in t.notes)
 
 
-def test_a_refusal_control_that_writes_is_leaky_and_a_loose_one_is_gameable(weak: AuditReport) -> None:
+def test_a_refusal_control_that_writes_is_leaky_and_a_loose_one_never_reaches_success(weak: AuditReport) -> None:
     t = by_id(weak)["notes::refuse_leaky"]
     leaky = [r for r in t.reasons if r.startswith("refusal control")]
     assert len(leaky) == 2 and all("refusal control: oracle changed rows" in r for r in leaky)
@@ -421,6 +429,16 @@ def test_controls_are_exempt_from_the_adversary_check_but_the_finding_is_kept(we
     assert any("wrong_field reached SUCCESS on this control task" in n for n in t.notes)
 
 
+def test_a_control_passable_by_a_do_nothing_program_is_gameable(weak: AuditReport) -> None:
+    """The control exemption covers attacks a correct product absorbs, never doing nothing."""
+    t = by_id(weak)["notes::control_preseeded"]
+    assert t.status == "gameable"
+    named = {r.split()[1] for r in t.reasons}
+    assert named == {"null", "phantom"}
+    # the writing attacks (the upsert absorbs them into the one row) stay exempt notes
+    assert any(n.startswith("adversary duplicate reached SUCCESS on this control task") for n in t.notes)
+
+
 def test_an_attack_the_product_refused_is_reported_as_not_exercised(weak: AuditReport) -> None:
     notes = by_id(weak)["notes::no_confusable"].notes
     (note,) = notes
@@ -431,10 +449,10 @@ def test_an_attack_the_product_refused_is_reported_as_not_exercised(weak: AuditR
 
 def test_format_audit_is_a_table_with_reasons(weak: AuditReport) -> None:
     text = format_audit(weak)
-    assert text.splitlines()[0].startswith("audit of weak-pack 0.0.1: 11 tasks x 8 arms x 2 trials")
+    assert text.splitlines()[0].startswith("audit of weak-pack 0.0.1: 12 tasks x 8 arms x 2 trials")
     assert "notes::count_only" in text and "gameable" in text
     assert "    - adversary wrong_field was scored SUCCESS" in text
-    assert text.splitlines()[-1].startswith("4/11 audited: 7 task(s) failed the audit")
+    assert text.splitlines()[-1].startswith("4/12 audited: 8 task(s) failed the audit")
 
 
 def test_cli_main_exits_1_with_reasons_for_the_weak_pack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -470,6 +488,56 @@ def test_a_tampered_log_is_refused(weak: AuditReport, tmp_path: Path) -> None:
 def test_a_log_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AuditError, match="no event log|cannot audit"):
         audit_log(tmp_path / "missing.jsonl")
+
+
+def _rechain(events: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Write events as a well-formed log (seq renumbered, hash chain recomputed): what
+    anyone can produce without a secret, so the audit must not trust its claims."""
+    from effectbench.log import encode_line
+
+    prev, out = "0" * 64, []
+    for seq, e in enumerate(events):
+        line, prev = encode_line(prev, seq, e["type"], e["ts"], e["ep"], e["data"])
+        out.append(line)
+    path.write_bytes(b"".join(out))
+    return path
+
+
+def _events(log: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(x) for x in log.read_bytes().splitlines()]
+
+
+def test_a_log_whose_plan_claims_another_pack_is_refused(mockmed: AuditReport, tmp_path: Path) -> None:
+    """Relabelling evidence: the fingerprint is recomputed from the tasks audited."""
+    events = _events(mockmed.log_path)
+    assert events[0]["type"] == "run.started"
+    events[0]["data"]["plan"]["pack_fingerprint"] = "f" * 64
+    forged = _rechain(events, tmp_path / "events.jsonl")
+    with pytest.raises(AuditError, match="claims pack ffffffffffffffff but lists the tasks of pack"):
+        audit_log(forged)
+    assert audit_log(_rechain(_events(mockmed.log_path), tmp_path / "same.jsonl")).pack_fingerprint == (
+        mockmed.pack_fingerprint
+    )
+
+
+def test_a_log_missing_an_arms_trial_attests_nothing_for_that_task(mockmed: AuditReport, tmp_path: Path) -> None:
+    """A log cut short (here: one null trial on a control dropped, chain re-made) is incomplete."""
+    gone = "null::mockmed::ok::t1"
+    events = [e for e in _events(mockmed.log_path) if e["ep"] != gone]
+    report = audit_log(_rechain(events, tmp_path / "events.jsonl"))
+    t = by_id(report)["mockmed::ok"]
+    assert t.status == "incomplete"
+    assert t.reasons == ("null has 1 of 2 planned trial(s) for this task in the log",)
+    assert report.attestations["mockmed::ok"] is False
+    assert sum(report.attestations.values()) == 8
+
+
+def test_a_log_that_breaks_the_episode_protocol_is_an_audit_error(mockmed: AuditReport, tmp_path: Path) -> None:
+    events = _events(mockmed.log_path)
+    terminal = next(e for e in events if e["type"] == "episode.finished")
+    events.append(terminal)  # a second terminal for a finished episode
+    with pytest.raises(AuditError, match="cannot audit"):
+        audit_log(_rechain(events, tmp_path / "events.jsonl"))
 
 
 def _rows(report: AuditReport, ep: str, kind: str) -> Sequence[Row]:
