@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 import attrs
 import orjson
 import structlog
@@ -243,6 +244,14 @@ def _exclusive(log_path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+async def _reraise_if_stopping() -> None:
+    """Called on a caught cancellation: raise again when the run (or its caller) is really
+    being cancelled; return when plugin code raised a CancelledError of its own (e.g. it
+    awaited a task it had cancelled), which is then that episode's failure alone. Left
+    alone, such a stray cancellation would cancel the task group and every other episode."""
+    await anyio.lowlevel.checkpoint_if_cancelled()
+
+
 class _Episode(Exception):
     """Internal: an episode stage failed with a known class."""
 
@@ -343,11 +352,10 @@ class Scheduler:
                         if self.options.handle_signals:
                             outer.start_soon(self._watch_signals, work, caught)
                         await self._run_all(pending)
-                    # a signal that lands after the last episode ended interrupts nothing
+                    # Interrupted means an episode of this session has no terminal event, for
+                    # whatever reason; a signal after the last episode ended interrupts nothing.
                     done = self._finished + self._failed
-                    interrupted = self._start_error is not None or (
-                        work.cancel_called and done < len(pending)
-                    )
+                    interrupted = self._start_error is not None or done < len(pending)
                     outer.cancel_scope.cancel()
             except BaseException:
                 interrupted = True
@@ -455,6 +463,9 @@ class Scheduler:
             outcome = await self._drive(spec, provisioned)
         except _Episode as exc:
             failure = exc
+        except anyio.get_cancelled_exc_class() as exc:
+            await _reraise_if_stopping()  # the run is stopping: no terminal event, resume reruns it
+            failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
         except Exception as exc:  # noqa: BLE001 - a harness fault: never stop the run for it
             failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
         finally:
@@ -571,17 +582,20 @@ class Scheduler:
         t0 = time.perf_counter()
         arm_error: str | None = None
         report: Any = None
+        timeout = self.options.episode_timeout
+        limit = anyio.CancelScope(
+            deadline=math.inf if timeout is None else anyio.current_time() + timeout
+        )
         try:
-            timeout = self.options.episode_timeout
-            if timeout is None:
+            with limit:
                 report = await arm.run(view, env)
-            else:
-                with anyio.fail_after(timeout):
-                    report = await arm.run(view, env)
-        except TimeoutError:
-            arm_error = f"arm {spec.arm!r} ran past the episode timeout of {self.options.episode_timeout:g}s"
+        except anyio.get_cancelled_exc_class() as exc:
+            await _reraise_if_stopping()
+            arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
         except Exception as exc:  # noqa: BLE001 - whatever the arm raises is an agent failure
             arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
+        if limit.cancelled_caught:
+            arm_error = f"arm {spec.arm!r} ran past the episode timeout of {timeout:g}s"
         wall_ms = (time.perf_counter() - t0) * 1000.0
         if arm_error is None and not isinstance(report, AgentReport):
             arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"

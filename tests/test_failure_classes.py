@@ -172,3 +172,48 @@ def test_a_provider_that_cannot_start_leaves_a_resumable_log(tmp_path: Path) -> 
 
     result = anyio.run(lambda: execute(provider=FakeProvider(), arms=[ScriptedArm()], resume=out))
     assert result.metrics["arms"]["scripted"]["n_eligible"] == 1
+
+
+class _SelfCancellingArm:
+    """Awaits a helper task it cancelled itself: the CancelledError reaches the harness."""
+
+    name = "self_cancelling"
+
+    async def run(self, task: Any, env: Any) -> Any:
+        import asyncio
+
+        helper = asyncio.ensure_future(asyncio.sleep(10))
+        helper.cancel()
+        await helper  # raises CancelledError into the arm (a common agent-code bug)
+        raise AssertionError("unreachable")
+
+
+class _TimeoutRaisingArm:
+    """Raises TimeoutError of its own (a client timeout), with no episode timeout set."""
+
+    name = "client_timeout"
+
+    async def run(self, task: Any, env: Any) -> Any:
+        raise TimeoutError("read timed out")
+
+
+def test_an_arm_raising_cancelled_or_its_own_timeout_fails_only_its_episodes(
+    tmp_path: Path,
+) -> None:
+    result = _run(tmp_path, ("ok",), [ScriptedArm(), _SelfCancellingArm(), _TimeoutRaisingArm()])
+    rows, failures = _results(result), _failures(result)
+    assert not result.interrupted
+    _assert_scored_ok(rows)
+    for t in range(TRIALS):
+        cancelled = failures[f"self_cancelling::fake::ok::t{t}"]
+        assert cancelled["failure_class"] == "agent" and "CancelledError" in cancelled["error"]
+        timed = failures[f"client_timeout::fake::ok::t{t}"]
+        assert timed["failure_class"] == "agent"
+        assert (
+            "TimeoutError: read timed out" in timed["error"]
+            and "episode timeout" not in timed["error"]
+        )
+    terminals = Counter(
+        e.ep for e in read_log(result.log_path) if e.type in ("episode.finished", "episode.failed")
+    )
+    assert len(terminals) == 3 * TRIALS and set(terminals.values()) == {1}
