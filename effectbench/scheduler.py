@@ -81,8 +81,11 @@ class SchedulerOptions:
     oracle_retries: int = 3
     """Re-reads after an unreadable oracle read (so up to 1 + N reads)."""
     oracle_backoff: float = 0.05
-    """Delay before the first re-read, doubled for each further one."""
+    """Delay before the first re-read, doubled for each further one..."""
+    oracle_backoff_max: float = 5.0
+    """... up to this many seconds, so many re-reads cost time linearly, not exponentially."""
     teardown_timeout: float = 30.0
+    """Seconds an episode's teardown (and, at the end, the provider's stop) may take."""
     handle_signals: bool = False
     """Stop gracefully on SIGINT/SIGTERM (only from the main thread; the CLI sets it)."""
 
@@ -97,6 +100,14 @@ class SchedulerOptions:
             raise ValueError(
                 f"--episode-timeout must be a positive number of seconds, got {self.episode_timeout}"
             )
+        for name in ("oracle_backoff", "oracle_backoff_max"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value}")
+
+    def oracle_delay(self, attempt: int) -> float:
+        """Seconds to wait before re-read number ``attempt`` (1 for the first re-read)."""
+        return min(self.oracle_backoff * 2.0 ** min(attempt - 1, 64), self.oracle_backoff_max)
 
 
 @attrs.frozen
@@ -411,11 +422,14 @@ class Scheduler:
                         await limiter.acquire_on_behalf_of(token)
                         tg.start_soon(self._episode_slot, spec, limiter, token)
         finally:
-            with anyio.CancelScope(shield=True):
+            limit = self.options.teardown_timeout
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
                 try:
                     await self.provider.stop()
                 except Exception as exc:  # noqa: BLE001 - a stop failure must not hide the run's own result
                     log.error("provider.stop_failed", error=_one_line(exc))
+            if scope.cancelled_caught:  # else a hung stop would hang Ctrl-C, which it ignores
+                log.error("provider.stop_failed", error=f"did not finish within {limit:g}s")
 
     async def _episode_slot(
         self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object
@@ -536,7 +550,7 @@ class Scheduler:
         snapshot = Snapshot.unreadable("not read")
         for attempt in range(attempts):
             if attempt:
-                await anyio.sleep(self.options.oracle_backoff * (2 ** (attempt - 1)))
+                await anyio.sleep(self.options.oracle_delay(attempt))
             try:
                 snapshot = await oracle.read()
                 if not isinstance(snapshot, Snapshot):

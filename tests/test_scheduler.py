@@ -217,3 +217,40 @@ def test_the_api_inside_and_outside_an_event_loop(tmp_path: Path) -> None:
     anyio.run(inside)
     result = evaluate_provider([ScriptedArm()], FakeProvider(("ok",)), trials=1, out=tmp_path / "c")
     assert not result.interrupted and result.run_dir == tmp_path / "c"
+
+
+def test_oracle_backoff_doubles_up_to_its_cap() -> None:
+    opts = SchedulerOptions(oracle_backoff=0.05, oracle_backoff_max=0.3)
+    assert [opts.oracle_delay(a) for a in (1, 2, 3, 4, 5)] == [0.05, 0.1, 0.2, 0.3, 0.3]
+    assert opts.oracle_delay(5000) == 0.3  # no overflow however many re-reads are asked for
+    for bad in ({"oracle_backoff": -1.0}, {"oracle_backoff_max": float("nan")}):
+        with pytest.raises(ValueError, match="oracle"):
+            SchedulerOptions(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(60)
+def test_many_oracle_rereads_stay_bounded_in_time(tmp_path: Path) -> None:
+    log = _run(
+        tmp_path,
+        FakeProvider(("oracle_dead",)),
+        {"scripted": ScriptedArm()},
+        1,
+        oracle_retries=40,
+        oracle_backoff=0.001,
+        oracle_backoff_max=0.001,
+    )
+    failed = [e.data for e in read_log(log) if e.type == "episode.failed"]
+    assert failed[0]["failure_class"] == "evaluation" and "after 41 read(s)" in failed[0]["error"]
+
+
+@pytest.mark.timeout(60)
+def test_a_hanging_provider_stop_is_bounded(tmp_path: Path) -> None:
+    class HangingStop(FakeProvider):
+        async def stop(self) -> None:
+            await anyio.sleep_forever()
+
+    log = _run(
+        tmp_path, HangingStop(("ok",)), {"scripted": ScriptedArm()}, 1, teardown_timeout=0.05
+    )
+    last = list(read_log(log))[-1]
+    assert last.type == "run.finished" and last.data["episodes_finished"] == 1
