@@ -137,6 +137,8 @@ class ResumeState:
     terminated: frozenset[str]
     unterminated: tuple[str, ...]
     torn_tail: bool
+    events: int = -1
+    """Valid events read; a resume refuses a log that holds more by the time it is locked."""
 
 
 @attrs.frozen
@@ -190,6 +192,7 @@ def load_resume_state(log_path: Path) -> ResumeState:
         terminated=frozenset(ep for ep, done in state.items() if done),
         unterminated=tuple(ep for ep, done in state.items() if not done),
         torn_tail=bool(getattr(reader, "torn_tail", False)),
+        events=reader.count,
     )
 
 
@@ -323,6 +326,11 @@ class Scheduler:
         caught: list[int] = []
 
         async with open_log_writer(self.log_path, append=resume is not None) as writer:
+            if resume is not None and resume.events >= 0 and writer.count != resume.events:
+                raise ResumeError(
+                    f"{self.log_path} changed after it was read ({resume.events} events, now "
+                    f"{writer.count}): another effectbench process wrote to it; resume again"
+                )
             emit = writer.emit
             self._emit = emit
             if resume is None:

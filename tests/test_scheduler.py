@@ -254,3 +254,25 @@ def test_a_hanging_provider_stop_is_bounded(tmp_path: Path) -> None:
     )
     last = list(read_log(log))[-1]
     assert last.type == "run.finished" and last.data["episodes_finished"] == 1
+
+
+def test_a_resume_refuses_a_log_that_grew_after_it_was_read(tmp_path: Path) -> None:
+    """Another process finished episodes between our read of the log and our lock on it:
+    resuming from the stale read would abandon and rerun finished episodes."""
+    from effectbench.log import write_events_sync
+    from effectbench.scheduler import ResumeError
+
+    provider = FakeProvider(("ok",))
+    log = _run(tmp_path, provider, {"scripted": ScriptedArm()}, 2)
+    lines = log.read_bytes().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if b'"episode.finished"' in line)
+    log.write_bytes(b"".join(lines[:cut]))  # killed before t0 finished
+    state = load_resume_state(log)
+    assert "scripted::fake::ok::t0" in state.unterminated
+    write_events_sync(log, [("episode.finished", {}, "scripted::fake::ok::t0")], append=True)
+    before = log.read_bytes()
+    plan = build_plan(INFO, provider.tasks(), ["scripted"], 2)
+    sched = Scheduler(plan, provider, {"scripted": ScriptedArm()}, tmp_path, run_id="r1")
+    with pytest.raises(ResumeError, match="changed after it was read"):
+        anyio.run(sched.run, state)
+    assert log.read_bytes() == before
