@@ -48,6 +48,7 @@ from effectbench.stats import Z95
 __all__ = [
     "ARTIFACT_FILES",
     "LOG_FILE",
+    "TASK_AXES",
     "ArtifactError",
     "ArtifactSet",
     "build_artifacts",
@@ -66,6 +67,15 @@ MANIFEST_FILE: Final = "manifest.json"
 METRICS_FILE: Final = "metrics.json"
 SUMMARY_FILE: Final = "summary.md"
 ARTIFACT_FILES: Final = (RESULTS_FILE, MANIFEST_FILE, METRICS_FILE, SUMMARY_FILE)
+TASK_AXES: Final = (
+    "category",
+    "substrate",
+    "split",
+    "reversible",
+    "effect_declared",
+    "correct_action_available",
+)
+"""The task facts every episode row repeats (and the verifier checks against the task)."""
 MANIFEST_SCHEMA: Final = "effectbench.manifest/1"
 _JSON_OPTS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
 _ROW_OPTS: Final = orjson.OPT_SORT_KEYS
@@ -456,18 +466,7 @@ def _task_entry(task: Mapping[str, Any]) -> dict[str, Any]:
     from effectbench.codec import converter
     from effectbench.model import Effect
 
-    entry = {
-        key: task.get(key)
-        for key in (
-            "task_id",
-            "category",
-            "substrate",
-            "split",
-            "reversible",
-            "effect_declared",
-            "correct_action_available",
-        )
-    }
+    entry = {key: task.get(key) for key in ("task_id", *TASK_AXES)}
     try:
         entry["effect_hash"] = converter.structure(task["expected_effect"], Effect).content_hash()
     except Exception:  # noqa: BLE001 - a task the plan cannot rebuild has no hash to state

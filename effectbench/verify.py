@@ -30,6 +30,7 @@ from effectbench.artifacts import (
     METRICS_FILE,
     RESULTS_FILE,
     SUMMARY_FILE,
+    TASK_AXES,
     ArtifactError,
     build_artifacts,
     dump_json,
@@ -52,6 +53,7 @@ from effectbench.records import EpisodeRecord, EpisodeTelemetry
 
 __all__ = [
     "FLOAT_TOLERANCE",
+    "SEED_RULE",
     "SUBMISSION_SCHEMA",
     "VerifyReport",
     "export_submission",
@@ -61,6 +63,8 @@ __all__ = [
 
 FLOAT_TOLERANCE: Final = 1e-9
 SUBMISSION_SCHEMA: Final = "effectbench.submission/1"
+SEED_RULE: Final = "trial_tag = sha256('<task_id>:<trial>')[:12], trials 0..trials-1"
+"""The one payload rule this verifier reproduces; a submission declaring another is refused."""
 _MAX_PER_SOURCE: Final = 25
 """At most this many differences are listed per compared file; the rest are counted."""
 _LABEL_FIELDS: Final = ("true_state", "outcome", "swer_variant", "eligible", "failure_class")
@@ -195,8 +199,9 @@ def _load_json(path: Path, reasons: _Reasons) -> Any:
 def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
     """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan."""
     from effectbench.codec import converter
+    from effectbench.events import TERMINAL_TYPES
     from effectbench.log import LogError, read_log
-    from effectbench.plan import pack_fingerprint
+    from effectbench.plan import episode_id, pack_fingerprint
 
     source = LOG_FILE
     tasks: dict[str, TaskSpec] = {}
@@ -226,10 +231,20 @@ def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
         else:
             reasons.add(source, "no run.started event: the log does not carry its plan")
             return
+        terminated: set[str] = set()
         for ev in events:
+            if ev.type in TERMINAL_TYPES and ev.ep is not None:
+                terminated.add(ev.ep)
+                continue
             if ev.type != "episode.planned":
                 continue
             d = ev.data
+            if ev.ep in terminated:
+                reasons.add(
+                    source,
+                    f"event #{ev.seq} plans episode {ev.ep} again after it terminated: the rerun "
+                    "would replace the scored attempt (the scheduler never reruns a finished episode)",
+                )
             task = tasks.get(str(d.get("task_id")))
             trial = d.get("trial")
             if task is None or not isinstance(trial, int):
@@ -238,6 +253,13 @@ def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
                     f"event #{ev.seq} plans episode {ev.ep} for a task or trial not in the plan",
                 )
                 continue
+            own_id = episode_id(str(d.get("arm")), task.task_id, trial)
+            if ev.ep != own_id:
+                reasons.add(
+                    source,
+                    f"event #{ev.seq} plans ({d.get('arm')}, {task.task_id}, {trial}) under the id "
+                    f"{ev.ep!r}, not {own_id!r}: a second id for one planned episode would replace it",
+                )
             key = (task.task_id, trial)
             if key not in expected_hash:
                 params = trial_params(task, trial)
@@ -258,9 +280,8 @@ def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
                     source,
                     f"event #{ev.seq} ({ev.ep}): the effect scored is not the plan's effect for this trial",
                 )
-            for field in ("category", "substrate", "correct_action_available"):
-                want = getattr(task, field)
-                want = want.value if hasattr(want, "value") else want
+            for field in TASK_AXES:
+                want = _axis(task, field)
                 if d.get(field) != want:
                     reasons.add(
                         source,
@@ -492,7 +513,7 @@ def export_submission(
             "provider": plan.get("provider"),
             "plan_hash": started[0].get("plan_hash"),
             "trials": index.trials,
-            "seed_rule": "trial_tag = sha256('<task_id>:<trial>')[:12], trials 0..trials-1",
+            "seed_rule": SEED_RULE,
         },
         "rows": rows,
         "claimed": claimed,
@@ -504,6 +525,12 @@ def export_submission(
 
 def _major(version: Any) -> str | None:
     return version.split(".", 1)[0] if isinstance(version, str) and version else None
+
+
+def _axis(task: TaskSpec, field: str) -> Any:
+    """A task axis as rows and logged events carry it (enums by value)."""
+    want = getattr(task, field)
+    return want.value if hasattr(want, "value") else want
 
 
 def _num_or_none(value: Any) -> Any:
@@ -543,16 +570,8 @@ def _rederive(
         row_effect_hash = None
     if row_effect_hash != effect_hash or row.get("effect_hash") != effect_hash:
         reasons.add(source, f"{where}: effect is not the task's declared effect for this trial")
-    for field in (
-        "category",
-        "substrate",
-        "split",
-        "reversible",
-        "effect_declared",
-        "correct_action_available",
-    ):
-        want = getattr(task, field)
-        want = want.value if hasattr(want, "value") else want
+    for field in TASK_AXES:
+        want = _axis(task, field)
         if row.get(field) != want:
             reasons.add(
                 source, f"{where}: {field} {row.get(field)!r} differs from the task's {want!r}"
@@ -711,6 +730,12 @@ def verify_submission(
             source,
             f"spec_version {repro.get('spec_version')!r} is not comparable with {SPEC_VERSION}",
         )
+    if repro.get("seed_rule") != SEED_RULE:
+        reasons.add(
+            source,
+            f"seed_rule {repro.get('seed_rule')!r} is not the rule this verifier reproduces "
+            f"payloads with ({SEED_RULE!r})",
+        )
     trials = repro.get("trials")
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
         reasons.add(source, f"reproducibility.trials must be a positive integer, got {trials!r}")
@@ -725,6 +750,13 @@ def verify_submission(
             f"system {system!r} matches no rows (rows name: {', '.join(named) or 'nothing'})",
         )
         return VerifyReport.of(reasons.close())
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or r.get("system") != system:
+            # nothing in such a row is checked, so the file must not carry it as if it were
+            reasons.add(
+                source,
+                f"row {i} is not a row of system {system!r} (a submission is one system's rows)",
+            )
     by_id = {t.task_id: t for t in tasks}
     index = PlanIndex(
         [system],
@@ -754,6 +786,14 @@ def verify_submission(
         rec = _rederive(where, row, task, trial, reasons, source)
         if rec is not None:
             acc.add(rec)
+    missing = [(t.task_id, n) for t in tasks for n in range(trials) if (t.task_id, n) not in seen]
+    for task_id, n in missing:
+        # dropping the rows an agent did badly on would otherwise only lower coverage
+        reasons.add(
+            source,
+            f"no row for ({task_id}, trial {n}): a submission carries every planned episode "
+            "(one that could not be scored as a row with its failure_class)",
+        )
     claimed = doc.get("claimed")
     if not isinstance(claimed, dict):
         reasons.add(source, "claimed metrics missing (an object with the metrics.json arm block)")

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
-from test_artifacts import write_run
+from test_artifacts import read_rows, write_run
 
 from effectbench.artifacts import build_artifacts, dump_json
 from effectbench.verify import export_submission, verify_run, verify_submission
@@ -278,3 +278,96 @@ def test_export_refuses_an_unknown_system(run: Path, tmp_path: Path) -> None:
 
     with pytest.raises(ArtifactError, match="not an arm"):
         export_submission(run, "nobody", tmp_path / "x.json")
+
+
+# --------------------------------------------------------------------------- forgeries that keep
+# every claim consistent (the reference verifier's weaknesses and their relatives)
+
+
+def consistent_claims(doc: Any) -> None:
+    """Recompute ``claimed`` from the rows' own labels, as a forger would."""
+    from effectbench.artifacts import record_from_row
+    from effectbench.projections.metrics import MetricsAccumulator, PlanIndex, TaskAxes
+
+    index = PlanIndex(
+        [doc["system"]],
+        [TaskAxes(t["task_id"], t["category"], t["substrate"], t["split"]) for t in doc["tasks"]],
+        doc["reproducibility"]["trials"],
+    )
+    acc = MetricsAccumulator(index)
+    for row in doc["rows"]:
+        if row.get("system") == doc["system"]:
+            acc.add(record_from_row({**row, "arm": row["system"]}))
+    doc["claimed"] = acc.arm_metrics(0)
+
+
+def test_dropped_rows_with_consistent_claims_are_rejected(submission: Path) -> None:
+    def change(doc: Any) -> None:
+        doc["rows"] = [r for r in doc["rows"] if r["outcome"] != "SILENT_WRONG_EFFECT"]
+        consistent_claims(doc)
+        assert doc["claimed"]["swer"]["numerator"] == 0
+
+    reasons = edit_submission(submission, change)
+    assert any("no row for (c1-save, trial 0)" in r for r in reasons), reasons
+    assert not any("claimed." in r for r in reasons), reasons  # the claims themselves agree
+
+
+def test_rows_of_another_system_are_rejected(submission: Path) -> None:
+    def change(doc: Any) -> None:
+        extra = dict(doc["rows"][0], system="someone_else")
+        doc["rows"].append(extra)
+
+    reasons = edit_submission(submission, change)
+    assert any("row 12 is not a row of system 'screen_only'" in r for r in reasons), reasons
+
+
+def test_a_declared_seed_rule_the_verifier_does_not_reproduce_is_rejected(
+    submission: Path,
+) -> None:
+    def change(doc: Any) -> None:
+        doc["reproducibility"]["seed_rule"] = "seeds [1, 2, 3]"
+
+    reasons = edit_submission(submission, change)
+    assert any("seed_rule 'seeds [1, 2, 3]' is not the rule" in r for r in reasons), reasons
+
+
+def rewrite_log(run: Path, change: Callable[[list[Any]], list[Any]]) -> None:
+    """Rewrite events.jsonl with a fresh, valid chain and rebuild every artifact from it."""
+    from effectbench.log import read_log, write_events_sync
+
+    entries = [(e.type, dict(e.data), e.ep) for e in read_log(run / "events.jsonl")]
+    (run / "events.jsonl").unlink()
+    write_events_sync(run / "events.jsonl", change(entries), ts=1_700_000_000.0)
+    build_artifacts(run)
+
+
+def retried(entries: list[Any], ep: str, new_ep: str) -> list[Any]:
+    """Append a second attempt of ``ep`` (under ``new_ep``) whose post-read shows the effect."""
+    import copy
+
+    again = []
+    for type_, data, e in entries:
+        if e != ep:
+            continue
+        data = copy.deepcopy(data)
+        if type_ == "episode.post_read":
+            for row in data["snapshot"]["tables"]["notes"]:
+                row["status"] = "final"
+        again.append((type_, data, new_ep))
+    return entries[:-1] + again + entries[-1:]
+
+
+def test_a_rerun_of_a_terminated_episode_is_rejected(run: Path) -> None:
+    ep = "screen_only::c1-save::t0"
+    rewrite_log(run, lambda entries: retried(entries, ep, ep))
+    row = next(r for r in read_rows(run) if r["episode_id"] == ep)
+    assert row["outcome"] == "SUCCESS"  # the hidden retry replaced the silent wrong effect
+    reasons = reasons_of(run)
+    assert any(f"plans episode {ep} again after it terminated" in r for r in reasons), reasons
+
+
+def test_a_second_id_for_one_planned_episode_is_rejected(run: Path) -> None:
+    ep = "screen_only::c1-save::t0"
+    rewrite_log(run, lambda entries: retried(entries, ep, ep + "-retry"))
+    reasons = reasons_of(run)
+    assert any(f"under the id '{ep}-retry', not '{ep}'" in r for r in reasons), reasons
