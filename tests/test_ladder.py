@@ -298,6 +298,25 @@ async def test_screen_trusts_only_the_banner() -> None:
     assert not crashed.reported_success and crashed.halted
 
 
+async def test_screen_is_screen_only_s_decision_except_for_a_driver_error() -> None:
+    """One decision, two submit policies: the same report for every response the product
+    gives; a raising driver is an error page for ``screen`` and an arm failure for
+    ``screen_only``."""
+    from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
+
+    v = view(task("ok"))
+    for response in (ProductResponse(True, 200, "Saved"), ProductResponse(False, 401, "expired")):
+        ladder_report = await ScreenArm().run(v, EnvHandle({}, Telemetry(), _Driver(response)))
+        baseline = await ScreenOnlyArm().run(v, EnvHandle({}, Telemetry(), _Driver(response)))
+        assert ladder_report == baseline
+    saved = _Driver(ProductResponse(True, 200, "Saved"))
+    rest = await EffectRestArm().run(v, EnvHandle({}, Telemetry(), saved, _Reader()))
+    verified = await EffectVerifiedArm().run(v, EnvHandle({}, Telemetry(), saved, _Reader()))
+    assert rest == verified
+    with pytest.raises(TimeoutError):
+        await ScreenOnlyArm().run(v, EnvHandle({}, Telemetry(), _Driver(TimeoutError("slow"))))
+
+
 @pytest.mark.parametrize("arm", [EffectRestArm(), EffectFullArm()], ids=lambda a: a.name)
 async def test_verifying_arms_fail_safe_without_their_read_path(arm: Any) -> None:
     v = view(task("ok"))

@@ -1,4 +1,4 @@
-"""The two reference baselines of the spec.
+"""The two reference baselines of the spec, and the decisions every scripted arm shares.
 
 ``screen_only`` trusts what the product's screen says after it acts. That is the
 behaviour the benchmark indicts: its success claims are only as good as the banner.
@@ -8,25 +8,83 @@ acts, reads after, and claims success only when the declared effect holds in wha
 the product reads back. Without a readback it acts, then fails safe (reports failure
 and halts), because an unverified success claim is exactly what SWER counts.
 
-Both act exactly once, through ``env.driver``, with the task's scripted solution.
+Both act exactly once, through ``env.driver``, with the task's scripted solution. The
+two decisions (``trust_screen``, ``trust_reads``) take the read path and the way to
+submit as arguments, so the read-path ladder's arms are these same decisions over
+other read paths (``effectbench.arms.ladder``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from effectbench.arm import TaskView
 from effectbench.judge import judge
-from effectbench.model import AgentReport, TrueState
-from effectbench.provider import EnvHandle
+from effectbench.model import AgentReport, Snapshot, TrueState
+from effectbench.provider import EnvHandle, ProductResponse
 
-_NO_SCRIPT: Final = "no scripted action: the task offers no solution or the provider no driver"
+__all__ = [
+    "EffectVerifiedArm",
+    "Reader",
+    "ScreenOnlyArm",
+    "Submit",
+    "submit_scripted",
+    "trust_reads",
+    "trust_screen",
+]
+
+NO_SCRIPT: Final = "no scripted action: the task offers no solution or the provider no driver"
+
+Reader = Callable[[], Awaitable[Snapshot]]
+Submit = Callable[[TaskView, EnvHandle], Awaitable[ProductResponse]]
 
 
-def _cannot_act(task: TaskView, env: EnvHandle) -> AgentReport | None:
+def _halt(message: str) -> AgentReport:
+    return AgentReport(reported_success=False, halted=True, message=message)
+
+
+async def submit_scripted(task: TaskView, env: EnvHandle) -> ProductResponse:
+    """Submit the task's solution once; a driver error propagates (the arm failed)."""
+    assert task.solution is not None and env.driver is not None
+    return await env.driver.submit(task.solution)
+
+
+async def trust_screen(task: TaskView, env: EnvHandle, submit: Submit) -> AgentReport:
+    """Submit once; report success exactly when the screen says saved, else halt."""
     if task.solution is None or env.driver is None:
-        return AgentReport(reported_success=False, halted=True, message=_NO_SCRIPT)
-    return None
+        return _halt(NO_SCRIPT)
+    response = await submit(task, env)
+    if response.screen_says_saved:
+        return AgentReport(
+            reported_success=True, halted=False, message=f"screen says saved: {response.message}"
+        )
+    return _halt(
+        f"screen did not confirm the save (status {response.status}): {response.message}"
+    )
+
+
+async def trust_reads(
+    task: TaskView, env: EnvHandle, reader: Reader | None, path: str, submit: Submit
+) -> AgentReport:
+    """Read, submit once, read again, and claim success only when the declared effect holds
+    in the two reads. Without a read path or a declared effect: submit, then fail safe."""
+    if task.solution is None or env.driver is None:
+        return _halt(NO_SCRIPT)
+    if reader is None or task.effect is None:
+        await submit(task, env)
+        why = f"no {path} offered" if reader is None else "the task declares no effect to check"
+        return _halt(f"acted but cannot verify: {why}")
+    before = await reader()
+    await submit(task, env)
+    after = await reader()
+    verdict = judge(task.effect, before, after)
+    if verdict.true_state is TrueState.CORRECT:
+        return AgentReport(
+            reported_success=True, halted=False, message=f"the {path} confirms the declared effect"
+        )
+    detail = "; ".join(verdict.reasons) or verdict.true_state.value
+    return _halt(f"the {path} does not confirm the effect ({verdict.true_state.value}): {detail}")
 
 
 class ScreenOnlyArm:
@@ -35,22 +93,7 @@ class ScreenOnlyArm:
     name: str = "screen_only"
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        refused = _cannot_act(task, env)
-        if refused is not None:
-            return refused
-        assert task.solution is not None and env.driver is not None
-        response = await env.driver.submit(task.solution)
-        if response.screen_says_saved:
-            return AgentReport(
-                reported_success=True,
-                halted=False,
-                message=f"screen says saved: {response.message}",
-            )
-        return AgentReport(
-            reported_success=False,
-            halted=True,
-            message=f"screen did not confirm the save (status {response.status}): {response.message}",
-        )
+        return await trust_screen(task, env, submit_scripted)
 
 
 class EffectVerifiedArm:
@@ -59,32 +102,6 @@ class EffectVerifiedArm:
     name: str = "effect_verified"
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        refused = _cannot_act(task, env)
-        if refused is not None:
-            return refused
-        assert task.solution is not None and env.driver is not None
         verifier = env.product_effect_verifier()
-        if verifier is None or task.effect is None:
-            await env.driver.submit(task.solution)
-            why = (
-                "no product readback offered"
-                if verifier is None
-                else "the task declares no effect to check"
-            )
-            return AgentReport(
-                reported_success=False, halted=True, message=f"acted but cannot verify: {why}"
-            )
-        before = await verifier.read()
-        await env.driver.submit(task.solution)
-        after = await verifier.read()
-        verdict = judge(task.effect, before, after)
-        if verdict.true_state is TrueState.CORRECT:
-            return AgentReport(
-                reported_success=True, halted=False, message="readback confirms the declared effect"
-            )
-        detail = "; ".join(verdict.reasons) or verdict.true_state.value
-        return AgentReport(
-            reported_success=False,
-            halted=True,
-            message=f"readback does not confirm the effect ({verdict.true_state.value}): {detail}",
-        )
+        reader = None if verifier is None else verifier.read
+        return await trust_reads(task, env, reader, "product readback", submit_scripted)

@@ -1,7 +1,9 @@
 """The read-path ladder's three arms: one action, three ways to decide it worked.
 
 All three submit the task's scripted solution once through ``env.driver`` and differ
-only in what they read afterwards:
+only in what they read afterwards; they make the baselines' two decisions
+(``effectbench.arms.baselines.trust_screen`` / ``trust_reads``) over other read paths,
+with a driver error counted as an error page ("not saved") rather than an arm failure:
 
 - ``screen`` trusts the save banner (``ProductResponse.screen_says_saved``); an error
   page, a 409, a 401 or a save that never answered is "not saved".
@@ -20,27 +22,19 @@ They are generic: TaskView and EnvHandle only.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Final
 
 import anyio.to_thread
 
 from effectbench.arm import TaskView
-from effectbench.judge import judge
-from effectbench.model import AgentReport, Snapshot, TrueState
+from effectbench.arms.baselines import Reader, trust_reads, trust_screen
+from effectbench.model import AgentReport, Snapshot
 from effectbench.provider import EnvHandle, ProductResponse
 from effectbench.sql_oracle import read_all_tables
 
 __all__ = ["SQLITE_RO_CHANNEL", "EffectFullArm", "EffectRestArm", "ScreenArm"]
 
 SQLITE_RO_CHANNEL: Final = "sqlite_ro_path"
-_NO_SCRIPT: Final = "no scripted action: the task offers no solution or the provider no driver"
-
-Reader = Callable[[], Awaitable[Snapshot]]
-
-
-def _halt(message: str) -> AgentReport:
-    return AgentReport(reported_success=False, halted=True, message=message)
 
 
 async def _submit(task: TaskView, env: EnvHandle) -> ProductResponse:
@@ -54,41 +48,13 @@ async def _submit(task: TaskView, env: EnvHandle) -> ProductResponse:
 
 
 class ScreenArm:
-    """Submits once; reports success exactly when the save banner says saved."""
+    """``screen_only``'s decision (success exactly when the banner says saved), with a
+    driver error counted as an error page."""
 
     name: str = "screen"
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        if task.solution is None or env.driver is None:
-            return _halt(_NO_SCRIPT)
-        response = await _submit(task, env)
-        if response.screen_says_saved:
-            return AgentReport(
-                reported_success=True, halted=False, message=f"banner: {response.message}"
-            )
-        return _halt(f"the banner did not say saved (status {response.status}): {response.message}")
-
-
-async def _verified(
-    task: TaskView, env: EnvHandle, reader: Reader | None, path: str
-) -> AgentReport:
-    """Read, act once, read again, judge the declared effect on the two reads."""
-    if task.solution is None or env.driver is None:
-        return _halt(_NO_SCRIPT)
-    if reader is None or task.effect is None:
-        await _submit(task, env)
-        why = f"no {path} offered" if reader is None else "the task declares no effect to check"
-        return _halt(f"acted but cannot verify: {why}")
-    before = await reader()
-    await _submit(task, env)
-    after = await reader()
-    verdict = judge(task.effect, before, after)
-    if verdict.true_state is TrueState.CORRECT:
-        return AgentReport(
-            reported_success=True, halted=False, message=f"the {path} confirms the declared effect"
-        )
-    detail = "; ".join(verdict.reasons) or verdict.true_state.value
-    return _halt(f"the {path} does not confirm the effect ({verdict.true_state.value}): {detail}")
+        return await trust_screen(task, env, _submit)
 
 
 class EffectRestArm:
@@ -98,9 +64,8 @@ class EffectRestArm:
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         verifier = env.product_effect_verifier()
-        return await _verified(
-            task, env, None if verifier is None else verifier.read, "product readback"
-        )
+        reader = None if verifier is None else verifier.read
+        return await trust_reads(task, env, reader, "product readback", _submit)
 
 
 class EffectFullArm:
@@ -118,4 +83,4 @@ class EffectFullArm:
                 return await anyio.to_thread.run_sync(read_all_tables, db_path)
 
             reader = read
-        return await _verified(task, env, reader, "read-only read of every table")
+        return await trust_reads(task, env, reader, "read-only read of every table", _submit)
