@@ -6,18 +6,23 @@ A ParamRef is written as ``{"param": NAME}`` so a task file stays readable JSON.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import cattrs
 import orjson
 
 from effectbench.model import (
+    Category,
     Effect,
     FieldEquals,
     InvalidSpec,
+    OracleSpec,
     ParamRef,
     RecordWritten,
     Snapshot,
+    Split,
+    Substrate,
     TaskSpec,
     Value,
 )
@@ -45,6 +50,191 @@ def _unstructure_values(m: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _unstructure_value(v) for k, v in m.items()}
 
 
+# --------------------------------------------------------------------------- strict reading
+# Task files and logged plans are untrusted JSON. Every field is type-checked here so a
+# bad file is an InvalidSpec that names the field, never a KeyError or cattrs traceback,
+# and so "false" (a string) can never become True through bool().
+
+_MISSING: Any = object()
+_ARRAY = (list, tuple)  # JSON arrays; tuples too, for values that never went through bytes
+
+
+def _obj(v: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise InvalidSpec(f"{where} must be a JSON object, got {v!r}")
+    return v
+
+
+def _take(d: Mapping[str, Any], key: str, where: str, default: Any) -> Any:
+    if key in d:
+        return d[key]
+    if default is _MISSING:
+        raise InvalidSpec(f"{where}: {key!r} is missing")
+    return default
+
+
+def _bool(d: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> bool:
+    v = _take(d, key, where, default)
+    if type(v) is not bool:
+        raise InvalidSpec(f"{where}: {key!r} must be true or false, got {v!r}")
+    return v
+
+
+def _int(d: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> int:
+    v = _take(d, key, where, default)
+    if type(v) is not int:
+        raise InvalidSpec(f"{where}: {key!r} must be an integer, got {v!r}")
+    return v
+
+
+def _str(d: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> str:
+    v = _take(d, key, where, default)
+    if type(v) is not str:
+        raise InvalidSpec(f"{where}: {key!r} must be a string, got {v!r}")
+    return v
+
+
+def _scalar(v: Any, where: str) -> Any:
+    if v is None or type(v) in (str, int, float, bool):
+        return v
+    raise InvalidSpec(f"{where} must be a JSON scalar (string, number, true/false or null), got {v!r}")
+
+
+def _values(v: Any, where: str) -> dict[str, Value]:
+    return {k: _structure_value(x, None) for k, x in _obj(v, where).items()}
+
+
+def _structure_rw(d: Any) -> RecordWritten:
+    where = "record_written"
+    d = _obj(d, where)
+    key = _take(d, "idempotency_key", where, None)
+    if key is not None and (not isinstance(key, _ARRAY) or len(key) != 2 or type(key[0]) is not str):
+        raise InvalidSpec(f"{where}: 'idempotency_key' must be [column, value], got {key!r}")
+    return RecordWritten(
+        table=_str(d, "table", where),
+        selector=_values(_take(d, "selector", where, _MISSING), f"{where}.selector"),
+        expected_count=_int(d, "expected_count", where, 1),
+        idempotency_key=None if key is None else (key[0], _structure_value(key[1], None)),
+        forbid_collateral_loss=_bool(d, "forbid_collateral_loss", where, True),
+        forbid_stray_writes=_bool(d, "forbid_stray_writes", where, False),
+        count_new_only=_bool(d, "count_new_only", where, False),
+        id_field=_str(d, "id_field", where, "id"),
+    )
+
+
+def _structure_field_equals(d: Any) -> FieldEquals:
+    d = _obj(d, "a field_equals clause")
+    return FieldEquals(
+        field=_str(d, "field", "field_equals", ""),
+        expected=_structure_value(_take(d, "expected", "field_equals", _MISSING), None),
+    )
+
+
+def _structure_effect(d: Any) -> Effect:
+    d = _obj(d, "an effect")
+    clauses = d.get("field_equals") or ()
+    if not isinstance(clauses, _ARRAY):
+        raise InvalidSpec(f"field_equals must be a list of clauses, got {clauses!r}")
+    return Effect(
+        record_written=_structure_rw(_take(d, "record_written", "effect", _MISSING)),
+        field_equals=tuple(_structure_field_equals(f) for f in clauses),
+    )
+
+
+def _structure_oracle(d: Any) -> OracleSpec:
+    where = "oracle"
+    d = _obj(d, where)
+    tables = _take(d, "tables", where, ())
+    if not isinstance(tables, _ARRAY) or not all(type(t) is str for t in tables):
+        raise InvalidSpec(f"{where}: 'tables' must be a list of table names, got {tables!r}")
+    return OracleSpec(
+        channel=_str(d, "channel", where, "snapshot"),
+        tables=tables,
+        isolated_from_agent=_bool(d, "isolated_from_agent", where, True),
+        trial_unique_payload=_bool(d, "trial_unique_payload", where, True),
+        refusal_controls=_bool(d, "refusal_controls", where, False),
+        adversarially_audited=_bool(d, "adversarially_audited", where, False),
+    )
+
+
+def _enum(d: Mapping[str, Any], key: str, enum: type[StrEnum], where: str, default: Any = _MISSING) -> Any:
+    v = _take(d, key, where, default)
+    try:
+        return enum(v)
+    except (ValueError, TypeError):
+        raise InvalidSpec(
+            f"{where}: {key} {v!r} is not one of {', '.join(x.value for x in enum)}"
+        ) from None
+
+
+def _rows(v: Any, where: str) -> tuple[dict[str, Any], ...]:
+    if not isinstance(v, _ARRAY):
+        raise InvalidSpec(f"{where} must be a list of rows, got {v!r}")
+    return tuple(
+        {c: _scalar(x, f"{where}[{i}].{c}") for c, x in _obj(r, f"{where}[{i}]").items()}
+        for i, r in enumerate(v)
+    )
+
+
+def _structure_task(raw: Any) -> TaskSpec:
+    d = _obj(raw, "a task")
+    task_id = _str(d, "task_id", "task")
+    where = f"task {task_id!r}"
+    params = _obj(_take(d, "params", where, {}), f"{where}: params")
+    for name, template in params.items():
+        if type(template) is not str:
+            raise InvalidSpec(f"{where}: param {name!r} must be a string template, got {template!r}")
+    sol = _take(d, "solution", where, None)
+    try:
+        return TaskSpec(
+            task_id=task_id,
+            title=_str(d, "title", where, task_id),
+            substrate=_enum(d, "substrate", Substrate, where),
+            category=_enum(d, "category", Category, where, None),
+            goal=_str(d, "goal", where),
+            expected_effect=_structure_effect(_take(d, "expected_effect", where, _MISSING)),
+            oracle=_structure_oracle(_take(d, "oracle", where, {})),
+            correct_action_available=_bool(d, "correct_action_available", where),
+            params=dict(params),
+            initial_state={
+                t: _rows(rows, f"{where}: initial_state.{t}")
+                for t, rows in _obj(_take(d, "initial_state", where, {}), f"{where}: initial_state").items()
+            },
+            solution=None if sol is None else _values(sol, f"{where}: solution"),
+            fixture={
+                k: _scalar(v, f"{where}: fixture.{k}")
+                for k, v in _obj(_take(d, "fixture", where, {}), f"{where}: fixture").items()
+            },
+            reversible=_bool(d, "reversible", where, False),
+            effect_declared=_bool(d, "effect_declared", where, True),
+            split=_enum(d, "split", Split, where, "dev"),
+        )
+    except InvalidSpec as exc:
+        msg = str(exc)
+        raise InvalidSpec(msg if msg.startswith(where) else f"{where}: {msg}") from None
+
+
+def structure_snapshot(d: Any) -> Snapshot:
+    """A logged snapshot, checked just enough that the judge can read it (a dict of
+    tables, each a list of row objects); ValueError otherwise."""
+    if type(d) is not dict:
+        raise ValueError(f"a snapshot must be a JSON object, got {type(d).__name__}")
+    readable = d["readable"]
+    if type(readable) is not bool:
+        raise ValueError(f"snapshot 'readable' must be true or false, got {readable!r}")
+    raw = d.get("tables") or {}
+    if type(raw) is not dict:
+        raise ValueError(f"snapshot 'tables' must be an object, got {type(raw).__name__}")
+    tables = {}
+    for name, rows in raw.items():
+        rows = tuple(rows) if type(rows) is list else rows
+        if type(rows) is not tuple or not all(type(r) is dict for r in rows):
+            raise ValueError(f"snapshot table {name!r} must be a list of row objects")
+        tables[name] = rows
+    error = d.get("error")
+    return Snapshot(readable=readable, tables=tables, error=None if error is None else str(error))
+
+
 def _make_converter() -> cattrs.Converter:
     c = cattrs.Converter()
     c.register_unstructure_hook(ParamRef, _unstructure_value)
@@ -63,37 +253,14 @@ def _make_converter() -> cattrs.Converter:
             "id_field": rw.id_field,
         }
 
-    def structure_rw(d: Mapping[str, Any], _: Any) -> RecordWritten:
-        key = d.get("idempotency_key")
-        return RecordWritten(
-            table=d["table"],
-            selector={k: _structure_value(v, None) for k, v in d["selector"].items()},
-            expected_count=int(d.get("expected_count", 1)),
-            idempotency_key=None if key is None else (str(key[0]), _structure_value(key[1], None)),
-            forbid_collateral_loss=bool(d.get("forbid_collateral_loss", True)),
-            forbid_stray_writes=bool(d.get("forbid_stray_writes", False)),
-            count_new_only=bool(d.get("count_new_only", False)),
-            id_field=d.get("id_field", "id"),
-        )
-
     c.register_unstructure_hook(RecordWritten, unstructure_rw)
-    c.register_structure_hook(RecordWritten, structure_rw)
+    c.register_structure_hook(RecordWritten, lambda d, _: _structure_rw(d))
     c.register_unstructure_hook(
         FieldEquals, lambda f: {"field": f.field, "expected": _unstructure_value(f.expected)}
     )
-    c.register_structure_hook(
-        FieldEquals, lambda d, _: FieldEquals(field=d.get("field", ""), expected=_structure_value(d["expected"], None))
-    )
-
-    def structure_effect(d: Mapping[str, Any], _: Any) -> Effect:
-        # Explicit, so an InvalidSpec from a clause reaches the user as itself, not
-        # wrapped in a cattrs exception group.
-        return Effect(
-            record_written=structure_rw(d["record_written"], RecordWritten),
-            field_equals=tuple(c.structure(f, FieldEquals) for f in d.get("field_equals") or ()),
-        )
-
-    c.register_structure_hook(Effect, structure_effect)
+    c.register_structure_hook(FieldEquals, lambda d, _: _structure_field_equals(d))
+    c.register_structure_hook(Effect, lambda d, _: _structure_effect(d))
+    c.register_structure_hook(OracleSpec, lambda d, _: _structure_oracle(d))
 
     def unstructure_task(t: TaskSpec) -> dict[str, Any]:
         d = {a.name: c.unstructure(getattr(t, a.name)) for a in TaskSpec.__attrs_attrs__}
@@ -101,37 +268,8 @@ def _make_converter() -> cattrs.Converter:
         d["initial_state"] = {k: [dict(r) for r in rows] for k, rows in t.initial_state.items()}
         return d
 
-    def structure_task(d: Mapping[str, Any], _: Any) -> TaskSpec:
-        from effectbench.model import Category, OracleSpec
-
-        try:
-            category = Category(d["category"])
-        except (KeyError, ValueError):
-            raise InvalidSpec(
-                f"task {d.get('task_id')!r}: category {d.get('category')!r} is not one of "
-                f"{', '.join(x.value for x in Category)}"
-            ) from None
-        sol = d.get("solution")
-        return TaskSpec(
-            task_id=d["task_id"],
-            title=d.get("title", d["task_id"]),
-            substrate=d["substrate"],
-            category=category,
-            goal=d["goal"],
-            expected_effect=c.structure(d["expected_effect"], Effect),
-            oracle=c.structure(d.get("oracle", {}), OracleSpec),
-            correct_action_available=bool(d["correct_action_available"]),
-            params=dict(d.get("params", {})),
-            initial_state={k: tuple(rows) for k, rows in d.get("initial_state", {}).items()},
-            solution=None if sol is None else {k: _structure_value(v, None) for k, v in sol.items()},
-            fixture=dict(d.get("fixture", {})),
-            reversible=bool(d.get("reversible", False)),
-            effect_declared=bool(d.get("effect_declared", True)),
-            split=d.get("split", "dev"),
-        )
-
     c.register_unstructure_hook(TaskSpec, unstructure_task)
-    c.register_structure_hook(TaskSpec, structure_task)
+    c.register_structure_hook(TaskSpec, lambda d, _: _structure_task(d))
 
     c.register_unstructure_hook(
         Snapshot,
@@ -141,14 +279,7 @@ def _make_converter() -> cattrs.Converter:
             "error": s.error,
         },
     )
-    c.register_structure_hook(
-        Snapshot,
-        lambda d, _: Snapshot(
-            readable=bool(d["readable"]),
-            tables={k: tuple(rows) for k, rows in (d.get("tables") or {}).items()},
-            error=d.get("error"),
-        ),
-    )
+    c.register_structure_hook(Snapshot, lambda d, _: structure_snapshot(d))
     return c
 
 
@@ -160,7 +291,12 @@ def to_json(value: Any) -> bytes:
 
 
 def from_json(data: bytes | str, cls: type[T]) -> T:
-    return converter.structure(orjson.loads(data), cls)
+    """Decode and structure; bad JSON or a bad spec is an InvalidSpec (a ValueError)."""
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidSpec(f"not valid JSON: {exc}") from None
+    return converter.structure(raw, cls)
 
 
 # --------------------------------------------------------------------------- fast decoders
@@ -218,16 +354,27 @@ def _fast_effect(d: Any, params: Any) -> Effect:
         if type(name) is not str or not name:
             raise _NotPlain
         fields.append(FieldEquals(name, _plain_value(f["expected"], params)))
+    collateral = rw.get("forbid_collateral_loss", True)
+    stray = rw.get("forbid_stray_writes", False)
+    new_only = rw.get("count_new_only", False)
+    id_field = rw.get("id_field", "id")
+    if (
+        type(collateral) is not bool
+        or type(stray) is not bool
+        or type(new_only) is not bool
+        or type(id_field) is not str
+    ):
+        raise _NotPlain
     return Effect(
         record_written=RecordWritten(
             table=table,
             selector={k: _plain_value(v, params) for k, v in selector.items()},
             expected_count=count,
             idempotency_key=key,
-            forbid_collateral_loss=bool(rw.get("forbid_collateral_loss", True)),
-            forbid_stray_writes=bool(rw.get("forbid_stray_writes", False)),
-            count_new_only=bool(rw.get("count_new_only", False)),
-            id_field=rw.get("id_field", "id"),
+            forbid_collateral_loss=collateral,
+            forbid_stray_writes=stray,
+            count_new_only=new_only,
+            id_field=id_field,
         ),
         field_equals=tuple(fields),
     )
@@ -241,12 +388,3 @@ def structure_effect_resolved(d: Any, params: Any) -> Effect:
     except (_NotPlain, KeyError, TypeError, AttributeError, ValueError):
         pass
     return converter.structure(d, Effect).resolve(params)
-
-
-def structure_snapshot(d: Any) -> Snapshot:
-    """``converter.structure(d, Snapshot)`` without the dispatch (same code, same errors)."""
-    return Snapshot(
-        readable=bool(d["readable"]),
-        tables={k: tuple(rows) for k, rows in (d.get("tables") or {}).items()},
-        error=d.get("error"),
-    )

@@ -352,6 +352,32 @@ def test_malformed_logged_data_degrades_to_evaluation_failures() -> None:
     assert "is invalid" in rec.verdict_reasons[0]
 
 
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        {"readable": True, "tables": {"encounters": [1]}},
+        {"readable": True, "tables": {"encounters": "ab"}},
+        {"readable": True, "tables": [["encounters", []]]},
+        {"readable": "false", "tables": {}},
+    ],
+)
+def test_malformed_logged_rows_make_the_episode_unreadable_not_a_crash(
+    snapshot: dict[str, Any],
+) -> None:
+    """A logged post_read whose rows the judge cannot read is an evaluation failure; a
+    string "false" is not taken as readable."""
+    log = Log()
+    ep = "a::t::t0"
+    log.run(ep, rows(GOOD_ROW))
+    post = log.events[7]
+    log.events[7] = LoggedEvent(
+        post.seq, post.type, post.ts, ep, {"attempt": 0, "snapshot": snapshot}, post.line_no
+    )
+    rec = fold_episode(log.events)
+    assert (rec.failure_class, rec.true_state) == (FailureClass.EVALUATION, TrueState.UNREADABLE)
+    assert "malformed snapshot in event #7" in rec.verdict_reasons[0]
+
+
 def test_planned_event_with_bad_category_is_a_projection_error() -> None:
     log = Log()
     log.planned("a::t::t0", category="C9_unknown")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from effectbench.codec import converter, from_json, to_json
 from effectbench.model import (
@@ -206,3 +209,85 @@ def _rw_kwargs(rw: RecordWritten) -> dict[str, Any]:
 
 
 PINNED_HASH = "a95df93d67d12b6367478d6ec21dac0ee508fb5a57c9f3d92f5c2e37885f5149"
+
+
+# --------------------------------------------------------------------------- untrusted task files
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"correct_action_available": "false"}, "'correct_action_available' must be true or false"),
+        ({"reversible": 1}, "'reversible' must be true or false"),
+        ({"oracle": {"isolated_from_agent": "false"}}, "'isolated_from_agent' must be true or false"),
+        ({"oracle": {"tables": "encounters"}}, "'tables' must be a list of table names"),
+        ({"substrate": "mobile"}, "substrate 'mobile' is not one of web, desktop"),
+        ({"split": None}, "split None is not one of dev, test"),
+        ({"goal": None}, "'goal' must be a string"),
+        ({"params": {"note": 3}}, "param 'note' must be a string template"),
+        ({"initial_state": {"t": [{"a": [1]}]}}, r"initial_state.t\[0\].a must be a JSON scalar"),
+        ({"fixture": []}, "fixture must be a JSON object"),
+    ],
+)
+def test_mistyped_task_fields_are_named_never_coerced(over: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidSpec, match=message) as info:
+        task(**over)
+    assert str(info.value).startswith("task 'mockmed::ok': ")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"expected_count": 1.7}, "'expected_count' must be an integer"),
+        ({"expected_count": True}, "'expected_count' must be an integer"),
+        ({"count_new_only": "no"}, "'count_new_only' must be true or false"),
+        ({"id_field": ["id"]}, "'id_field' must be a string"),
+        ({"idempotency_key": ["key"]}, r"'idempotency_key' must be \[column, value\]"),
+        ({"selector": None}, "selector must be a JSON object"),
+    ],
+)
+def test_mistyped_effect_clauses_are_rejected(change: dict[str, Any], message: str) -> None:
+    effect = converter.unstructure(EFFECT)
+    effect["record_written"].update(change)
+    with pytest.raises(InvalidSpec, match=message):
+        task(expected_effect=effect)
+
+
+def test_missing_required_task_field_is_named() -> None:
+    for name in ("task_id", "goal", "expected_effect", "correct_action_available"):
+        d = task_dict()
+        del d[name]
+        with pytest.raises(InvalidSpec, match=f"'{name}' is missing"):
+            converter.structure(d, TaskSpec)
+
+
+def test_a_task_file_that_is_not_json_is_invalid_spec() -> None:
+    with pytest.raises(InvalidSpec, match="not valid JSON"):
+        from_json(b'{"task_id": ', TaskSpec)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
+TASK_KEYS = [*task_dict(), "initial_state", "solution", "fixture", "reversible", "effect_declared", "split"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    over=st.dictionaries(st.sampled_from(TASK_KEYS), json_values, max_size=3),
+    drop=st.sets(st.sampled_from(TASK_KEYS), max_size=2),
+    whole=json_values,
+)
+def test_any_json_decodes_to_a_task_or_invalid_spec(
+    over: dict[str, Any], drop: set[str], whole: Any
+) -> None:
+    """Untrusted task JSON: a TaskSpec or an InvalidSpec, never another exception."""
+    near_valid = {k: v for k, v in task_dict().items() if k not in drop} | over
+    for doc in (near_valid, whole, {"expected_effect": whole}, task_dict(expected_effect=whole)):
+        try:
+            t = from_json(orjson.dumps(doc), TaskSpec)
+        except InvalidSpec:
+            continue
+        assert from_json(to_json(t), TaskSpec) == t
