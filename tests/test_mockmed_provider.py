@@ -232,6 +232,37 @@ async def test_episodes_are_isolated(provider: MockMedProvider) -> None:
 # --- the oracle ------------------------------------------------------------------------
 
 
+async def test_a_body_still_in_flight_at_teardown_ends_quietly(provider: MockMedProvider) -> None:
+    """The episode is torn down (its store closed) while a submission's body is still
+    arriving: the product answers 404 for the gone episode, never a 500 from writing
+    through a closed connection."""
+    import anyio
+
+    t = task("ok")
+    params = trial_params(t, 0)
+    ep = await provider.provision(t, 0, params)
+    url = httpx.URL(ep.env.channels["base_url"]).join("encounters")
+    body = b"patient_id=p1&type=Triage&note=late"
+    head = (
+        f"POST {url.raw_path.decode()} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n"
+        "Content-Type: application/x-www-form-urlencoded\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    async with await anyio.connect_tcp("127.0.0.1", int(url.port or 0)) as sock:
+        await sock.send(head + body[:10])
+        await anyio.sleep(0.05)  # the handler is now waiting for the rest of the body
+        await ep.teardown()
+        await sock.send(body[10:])
+        reply = b""
+        with anyio.fail_after(10):
+            try:
+                while chunk := await sock.receive():
+                    reply += chunk
+            except anyio.EndOfStream:
+                pass
+    assert reply.startswith(b"HTTP/1.1 404"), reply[:200]
+
+
 async def test_oracle_connection_cannot_write(provider: MockMedProvider) -> None:
     ep = await provider.provision(task("ok"), 0, {})
     try:

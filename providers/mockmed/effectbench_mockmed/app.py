@@ -157,9 +157,22 @@ def _state(request: Request, episodes: Episodes) -> EpisodeState | None:
     return episodes.get(str(request.path_params["token"]))
 
 
-async def _body(request: Request) -> bytes | None:
-    body = await request.body()
-    return None if len(body) > MAX_BODY else body
+async def _submission(
+    request: Request, episodes: Episodes
+) -> tuple[EpisodeState, bytes | None] | Response:
+    """The episode and the submitted body (None: too large), or the response that ends
+    the request. The episode is looked up again once the body has arrived: it may have
+    been torn down meanwhile (its store closed), and then it is gone, not a server error."""
+    if _state(request, episodes) is None:
+        return _not_found()
+    try:
+        body = await request.body()
+    except ClientDisconnect:
+        return _gone()
+    state = _state(request, episodes)
+    if state is None:
+        return _not_found()
+    return state, None if len(body) > MAX_BODY else body
 
 
 def build_app(episodes: Episodes) -> Starlette:
@@ -172,13 +185,10 @@ def build_app(episodes: Episodes) -> Starlette:
         return _page(_form(state.store))
 
     async def form_submit(request: Request) -> Response:
-        state = _state(request, episodes)
-        if state is None:
-            return _not_found()
-        try:
-            body = await _body(request)
-        except ClientDisconnect:
-            return _gone()
+        got = await _submission(request, episodes)
+        if isinstance(got, Response):
+            return got
+        state, body = got
         if body is None:
             return _page(_banner(Outcome(False, 413, "The form is too large")), 413)
         values = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
@@ -199,13 +209,10 @@ def build_app(episodes: Episodes) -> Starlette:
         )
 
     async def api_write(request: Request) -> Response:
-        state = _state(request, episodes)
-        if state is None:
-            return _not_found()
-        try:
-            body = await _body(request)
-        except ClientDisconnect:
-            return _gone()
+        got = await _submission(request, episodes)
+        if isinstance(got, Response):
+            return got
+        state, body = got
         try:
             parsed = orjson.loads(body) if body is not None else None
         except orjson.JSONDecodeError:
