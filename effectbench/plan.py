@@ -19,6 +19,8 @@ import attrs
 from effectbench.model import SPEC_VERSION, Effect, TaskSpec, canonical_json, trial_params
 
 PLAN_SCHEMA = "effectbench.plan/1"
+MAX_EPISODES = 10_000_000
+"""More is a typo (or needs splitting with --task): the plan is held in memory."""
 
 
 class PlanError(ValueError):
@@ -165,6 +167,11 @@ def build_plan(
     ids = [t.task_id for t in selected]
     if len(set(ids)) != len(ids):
         raise PlanError(f"provider {provider.name!r} lists a task id twice")
+    if len(arms) * len(selected) * trials > MAX_EPISODES:
+        raise PlanError(
+            f"{len(arms)} arm(s) x {len(selected)} task(s) x {trials} trials is more than "
+            f"{MAX_EPISODES:,} episodes; lower --trials or select fewer tasks with --task"
+        )
     return Plan(
         provider=provider,
         pack_fingerprint=pack_fingerprint(selected),

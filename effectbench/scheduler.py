@@ -69,6 +69,7 @@ from effectbench.provider import (
 log = structlog.get_logger("effectbench.scheduler")
 
 LOG_NAME = "events.jsonl"
+MAX_CONCURRENCY = 1_000_000
 
 
 @attrs.frozen
@@ -90,8 +91,10 @@ class SchedulerOptions:
     """Stop gracefully on SIGINT/SIGTERM (only from the main thread; the CLI sets it)."""
 
     def __attrs_post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError(f"--concurrency must be a positive integer, got {self.concurrency}")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ValueError(
+                f"--concurrency must be an integer from 1 to {MAX_CONCURRENCY}, got {self.concurrency}"
+            )
         if self.oracle_retries < 0:
             raise ValueError(f"--oracle-retries must be >= 0, got {self.oracle_retries}")
         if self.episode_timeout is not None and not (
@@ -181,6 +184,11 @@ def load_resume_state(log_path: Path) -> ResumeState:
             state[ep] = True
         elif not state.get(ep, False):
             state[ep] = False
+    if started is None and reader.count == 0:
+        raise ResumeError(
+            f"{log_path} holds no complete event: the run was stopped before it started and "
+            f"nothing ran; start it again with --out {log_path.parent} --force"
+        )
     if started is None:
         raise ResumeError(
             f"{log_path} has no run.started event; it is not a run log that can be resumed"

@@ -64,6 +64,9 @@ USER_ERRORS = {
     "negative concurrency": (["run", "--concurrency", "-3"], "--concurrency"),
     "non-integer trials": (["run", "--trials", "ten"], "ten"),
     "bad timeout": (["run", "--episode-timeout", "0"], "--episode-timeout"),
+    "huge trials": (["run", "--trials", "99999999999999999999"], "episodes"),
+    "huge concurrency": (["run", "--concurrency", "99999999999999999999"], "--concurrency"),
+    "resume an empty log": (["run", "--resume", "{empty}"], "stopped before it started"),
     "unwritable out": (["run", "--out", "{file}/sub"], "cannot create run directory"),
     "resume missing dir": (["run", "--resume", "{tmp}/nowhere"], "does not exist"),
     "resume corrupt log": (["run", "--resume", "{corrupt}"], "line 4"),
@@ -82,12 +85,15 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path: Path, small_run: Path, ca
     args, expected = USER_ERRORS[case]
     (tmp_path / "afile").write_text("x")
     corrupt = _corrupt_copy(small_run, tmp_path / "corrupt") if "{corrupt}" in args else tmp_path
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "events.jsonl").write_bytes(b"")  # killed before run.started
     before = (small_run / "events.jsonl").read_bytes()
     subs = {
         "{tmp}": str(tmp_path),
         "{file}": str(tmp_path / "afile"),
         "{corrupt}": str(corrupt),
         "{small}": str(small_run),
+        "{empty}": str(tmp_path / "empty"),
     }
     argv = []
     for a in args:
