@@ -375,6 +375,18 @@ def test_artifacts_agree(run: Path) -> None:
     assert "SWER" in summary and "over-halt" in summary and "UNREADABLE" in summary
 
 
+def test_summary_never_shows_swer_without_over_halt(run: Path) -> None:
+    summary = (run / "summary.md").read_text()
+    text_lines = [ln for ln in summary.splitlines() if "SWER" in ln and not ln.startswith("|")]
+    assert text_lines and all("over-halt" in ln for ln in text_lines), text_lines
+    headers = [ln for ln in summary.splitlines() if ln.startswith(("| arm |", "| category |"))]
+    swer_headers = [ln for ln in headers if "SWER" in ln]
+    assert swer_headers and all("over-halt" in ln for ln in swer_headers), swer_headers
+    # comparison rows: one over-halt row for every SWER row
+    comparison = summary.split("## Comparisons", 1)[1].split("\n## ", 1)[0]
+    assert comparison.count("| SWER |") == comparison.count("| over-halt |") == 1
+
+
 def test_metrics_recomputed_from_results_alone(run: Path) -> None:
     manifest = load(run, "manifest.json")
     recomputed = recompute_metrics_from_results(run / "results.jsonl", manifest)

@@ -140,6 +140,9 @@ def test_comparisons_pair_arms_by_task_and_trial_in_plan_order() -> None:
     }
     assert c["swer"]["mcnemar"]["b"] == 6 and c["swer"]["mcnemar"]["c"] == 0
     assert comps[2]["swer"]["difference"] == 0.0
+    # the SWER gain of halting is visible beside it: over-halt, paired the same way
+    assert c["over_halt"]["table"] == {"both": 0, "first_only": 0, "second_only": 6, "neither": 3}
+    assert c["over_halt"]["difference"] == pytest.approx(-6 / 9)
 
 
 def test_single_arm_has_no_comparisons() -> None:

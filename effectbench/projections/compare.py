@@ -66,11 +66,14 @@ def compare_arms(
     task_success: Sequence[Sequence[Pair]],
     planned_pairs: int,
     z: float = Z95,
+    over_halt: Sequence[Sequence[Pair]] | None = None,
 ) -> dict[str, Any]:
-    """One comparison block: SWER and task success, first minus second."""
+    """One comparison block: SWER (with over-halt, when given) and task success,
+    first minus second. An arm can lower SWER by halting, so the SWER difference is
+    not read without the over-halt one."""
     swer_block = paired_difference(swer, z)
     n = swer_block["n_pairs"]
-    return {
+    out = {
         "first": first,
         "second": second,
         "pairs_planned": planned_pairs,
@@ -79,3 +82,6 @@ def compare_arms(
         "swer": swer_block,
         "task_success": paired_difference(task_success, z),
     }
+    if over_halt is not None:
+        out["over_halt"] = paired_difference(over_halt, z)
+    return out

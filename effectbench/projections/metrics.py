@@ -58,6 +58,7 @@ _OUTCOME_CODES: Final[dict[Outcome, int]] = {
     Outcome.SAFE_HALT: 12,
 }
 FIRST_ELIGIBLE: Final = SUCCESS
+_OVER_HALT: Final = _OUTCOME_CODES[Outcome.OVER_HALT]
 _N_CODES: Final = 13
 _SCREEN_CODES: Final = (SUCCESS, SWER_WRONG_WRITE, SWER_PHANTOM)
 """Eligible episodes whose report claimed success (the classifier's truth table)."""
@@ -249,15 +250,19 @@ class MetricsAccumulator:
         block["not_run"] = counts[EMPTY]
         # task-clustered intervals beside the per-trial Wilson ones
         swer_cl: list[tuple[int, float, float]] = []
+        halt_cl: list[tuple[int, float, float]] = []
         succ_cl: list[tuple[int, float, float]] = []
         for t in range(len(plan.tasks)):
             tc = self._task_codes(arm_index, t)
             n_t = sum(1 for c in tc if c >= FIRST_ELIGIBLE)
             sw = float(tc.count(SWER_WRONG_WRITE) + tc.count(SWER_PHANTOM))
+            oh = float(tc.count(_OVER_HALT))
             su = float(tc.count(SUCCESS))
             swer_cl.append((n_t, sw, sw))
+            halt_cl.append((n_t, oh, oh))
             succ_cl.append((n_t, su, su))
         block["swer_task_clustered"] = clustered_mean(swer_cl, z).to_json()
+        block["over_halt_task_clustered"] = clustered_mean(halt_cl, z).to_json()
         block["task_success_task_clustered"] = clustered_mean(succ_cl, z).to_json()
         block["cells"] = self._cells(arm_index)
         attempts = self.attempts(arm_index)
@@ -330,6 +335,7 @@ class MetricsAccumulator:
         for i in range(len(plan.arms)):
             for j in range(i + 1, len(plan.arms)):
                 swer: list[list[Pair]] = []
+                halt: list[list[Pair]] = []
                 succ: list[list[Pair]] = []
                 for t in range(len(plan.tasks)):
                     a, b = self._task_codes(i, t), self._task_codes(j, t)
@@ -339,9 +345,12 @@ class MetricsAccumulator:
                         if x >= FIRST_ELIGIBLE and y >= FIRST_ELIGIBLE
                     ]
                     swer.append([(_is_swer(x), _is_swer(y)) for x, y in both])
+                    halt.append([(x == _OVER_HALT, y == _OVER_HALT) for x, y in both])
                     succ.append([(x == SUCCESS, y == SUCCESS) for x, y in both])
                 out.append(
-                    compare_arms(plan.arms[i], plan.arms[j], swer, succ, plan.per_arm, self.z)
+                    compare_arms(
+                        plan.arms[i], plan.arms[j], swer, succ, plan.per_arm, self.z, over_halt=halt
+                    )
                 )
         return out
 
@@ -371,7 +380,7 @@ def _rate_block(counts: Sequence[int], planned: int, z: float) -> dict[str, Any]
     n = sum(counts[FIRST_ELIGIBLE:])
     ww, ph, su = counts[SWER_WRONG_WRITE], counts[SWER_PHANTOM], counts[SUCCESS]
     screen = sum(counts[c] for c in _SCREEN_CODES)
-    over_halt = counts[_OUTCOME_CODES[Outcome.OVER_HALT]]
+    over_halt = counts[_OVER_HALT]
     outcome_counts = {o.value.lower(): 0 for o in Outcome}
     outcome_counts[Outcome.SILENT_WRONG_EFFECT.value.lower()] = ww + ph
     for o, code in _OUTCOME_CODES.items():
