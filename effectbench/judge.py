@@ -11,6 +11,7 @@ and categorical values are compared exactly (no case folding, no trimming).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
@@ -105,13 +106,17 @@ def _collateral_loss(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]
         if not before:
             continue  # nothing there before, nothing to lose
         selector = rw.selector if table == rw.table else None
-        after = {_identity(r, rw.id_field) for r in post.rows(table)}
-        lost = [
-            _describe(r, rw.id_field)
-            for r in before
-            if not (selector is not None and row_matches(r, selector))
-            and _identity(r, rw.id_field) not in after
-        ]
+        # A multiset: of two identical id-less rows, one vanishing is a loss too.
+        after = Counter(_identity(r, rw.id_field) for r in post.rows(table))
+        lost = []
+        for r in before:
+            if selector is not None and row_matches(r, selector):
+                continue
+            ident = _identity(r, rw.id_field)
+            if after[ident]:
+                after[ident] -= 1
+            else:
+                lost.append(_describe(r, rw.id_field))
         if lost:
             reasons.append(
                 f"collateral loss in {table!r}: {len(lost)} pre-existing row(s) outside the selector "
@@ -126,18 +131,25 @@ def _stray_writes(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]:
     reasons = []
     for table in sorted(post.tables):
         selector = rw.selector if table == rw.table else None
-        before: dict[_Key, _Key] = {
-            _identity(r, rw.id_field): _whole_row_key(r) for r in pre.rows(table)
-        }
+        # identity -> contents of the pre rows not yet paired with a post row (a multiset,
+        # so a second copy of an id-less row counts as added)
+        before: dict[_Key, list[_Key]] = {}
+        for r in pre.rows(table):
+            before.setdefault(_identity(r, rw.id_field), []).append(_whole_row_key(r))
         added: list[str] = []
         changed: list[str] = []
         for r in post.rows(table):
             if selector is not None and row_matches(r, selector):
                 continue
-            ident = _identity(r, rw.id_field)
-            if ident not in before:
+            olds = before.get(_identity(r, rw.id_field))
+            if not olds:
                 added.append(_describe(r, rw.id_field))
-            elif before[ident] != _whole_row_key(r):
+                continue
+            content = _whole_row_key(r)
+            if content in olds:
+                olds.remove(content)
+            else:
+                olds.pop()
                 changed.append(_describe(r, rw.id_field))
         if added:
             reasons.append(
@@ -154,8 +166,15 @@ def _matching_rows(effect: Effect, pre: Snapshot, post: Snapshot) -> list[Row]:
     rw = effect.record_written
     rows = [r for r in post.rows(rw.table) if row_matches(r, rw.selector)]
     if rw.count_new_only:
-        seen = {_identity(r, rw.id_field) for r in pre.rows(rw.table)}
-        rows = [r for r in rows if _identity(r, rw.id_field) not in seen]
+        seen = Counter(_identity(r, rw.id_field) for r in pre.rows(rw.table))
+        new = []
+        for r in rows:
+            ident = _identity(r, rw.id_field)
+            if seen[ident]:
+                seen[ident] -= 1  # this row was there before
+            else:
+                new.append(r)
+        rows = new
     return rows
 
 

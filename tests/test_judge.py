@@ -109,6 +109,25 @@ def test_collateral_loss_without_id_field_uses_whole_rows() -> None:
     assert any("'audit'" in r and "login" in r for r in v.reasons)
 
 
+def test_id_less_rows_are_counted_as_a_multiset() -> None:
+    """Rows without an id are identified by content, so two equal rows are two rows: a
+    second copy is a stray write, a vanished copy a loss, and count-new-only counts it."""
+    log = {"who": "nurse", "what": "login"}
+    one, two = snap(row(1), audit=[log]), snap(row(1), audit=[log, log])
+    stray = effect(forbid_stray_writes=True)
+    assert judge(stray, one, one).true_state is TrueState.CORRECT
+    v = judge(stray, one, two)
+    assert v.true_state is TrueState.WRONG_PERSISTED
+    assert any("stray write in 'audit': 1 row(s) added" in r for r in v.reasons)
+    v = judge(effect(), two, one)
+    assert v.true_state is TrueState.WRONG_PERSISTED
+    assert any("collateral loss in 'audit': 1 pre-existing row(s)" in r for r in v.reasons)
+    new_only = Effect(RecordWritten(table="audit", selector={"who": "nurse"}, count_new_only=True))
+    pre, post = Snapshot(True, {"audit": (log,)}), Snapshot(True, {"audit": (log, log)})
+    assert judge(new_only, pre, post).true_state is TrueState.CORRECT
+    assert judge(new_only, pre, pre).true_state is TrueState.ABSENT
+
+
 def test_collateral_loss_can_be_switched_off() -> None:
     pre = snap(row(7, type="Urgent"))
     assert (
