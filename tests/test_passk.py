@@ -106,6 +106,19 @@ def test_attempt_success_rate_vector() -> None:
     assert [round(x, 6) for x in got["ci95"]] == [0.299993, 0.903229]
 
 
+def test_pooled_attempt_rate_vectors() -> None:
+    # per_task_estimators_unequal_n.pooled_attempt_rate: 12/20 over tasks of unequal n
+    unequal = [[True] * c + [False] * (n - c) for n, c in ((5, 5), (5, 3), (3, 1), (4, 0), (3, 3))]
+    got = attempt_success_rate(unequal)
+    assert (got["successes"], got["eligible_attempts"]) == (12, 20)
+    assert [round(x, 6) for x in got["ci95"]] == [0.386582, 0.781193]
+    # clustered_se.wilson_pooled_trials_naive: 8/15, the interval the clustered one widens
+    tasks = [[1, 1, 1], [0, 0, 0], [1, 0, 1], [1, 1, 0], [0, 0, 1]]
+    got = attempt_success_rate([[bool(x) for x in t] for t in tasks])
+    assert (got["successes"], got["eligible_attempts"]) == (8, 15)
+    assert [round(x, 6) for x in got["ci95"]] == [0.30117, 0.751905]
+
+
 def test_k_comes_from_the_plan_not_from_finished_attempts() -> None:
     # Only two of three planned attempts finished: the task leaves pass@3 instead of
     # being scored on a shorter k.
