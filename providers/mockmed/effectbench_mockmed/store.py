@@ -236,16 +236,6 @@ def remove_database(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def seed_rows(initial_state: Mapping[str, tuple[Row, ...]]) -> tuple[Row, ...]:
-    """The rows to seed; only the encounters table exists in MockMed."""
-    unknown = set(initial_state) - {TABLE}
-    if unknown:
-        raise ValueError(
-            f"MockMed has only the {TABLE!r} table; initial_state names {sorted(unknown)}"
-        )
-    return tuple(initial_state.get(TABLE, ()))
-
-
 def seed_tables(
     initial_state: Mapping[str, tuple[Row, ...]], schema: StoreSchema
 ) -> dict[str, tuple[Row, ...]]:
