@@ -1,6 +1,6 @@
 """The classifier: one outcome label from the report, the oracle's reading and the task.
 
-A pure, total function over every combination of its three inputs (SPEC.md section 3).
+A pure, total function over every combination of its three inputs (SPEC.md section 3.3).
 The agent's report only ever selects *which* label; it never makes a wrong record
 count as success, because the true state comes from the oracle.
 """

@@ -17,7 +17,7 @@ import attrs
 import orjson
 
 SPEC_VERSION = "1.0.0"
-"""Version of SPEC.md this code implements (semantic versioning, see SPEC.md section 9)."""
+"""Version of SPEC.md this code implements (semantic versioning, see SPEC.md section 10)."""
 
 
 class InvalidSpec(ValueError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,30 @@ def test_unreadable_says_why_it_is_not_scored(reported: bool, ca: bool) -> None:
     reason = classify(reported, U, ca).reason
     assert "could not read the record" in reason
     assert "not scoreable" in reason
+
+
+def _spec_truth_table() -> list[list[str]]:
+    """The rows of SPEC.md section 3.3's outcome table, as cell strings."""
+    spec = (Path(__file__).resolve().parents[1] / "SPEC.md").read_text(encoding="utf-8")
+    section = spec.split("### 3.3 Outcomes", 1)[1].split("\n## ", 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.startswith("| ") and "---" not in ln]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[1:]]
+
+
+def test_spec_truth_table_is_the_code_truth_table() -> None:
+    """SPEC.md is the contract: its table must say exactly what classify() does."""
+    rows = _spec_truth_table()
+    assert len(rows) == 8
+    words = {"true": [True], "false": [False], "any": [True, False]}
+    covered = set()
+    for reported, state, ca, outcome, variant in rows:
+        states = list(TrueState) if state == "any" else [TrueState(state)]
+        for r, t, c in itertools.product(words[reported], states, words[ca]):
+            got = classify(r, t, c)
+            if outcome.startswith("none"):
+                assert not got.scoreable and got.outcome is None, (r, t, c)
+            else:
+                assert got.outcome == Outcome(outcome), (r, t, c)
+                assert got.swer_variant == (SwerVariant(variant) if variant else None), (r, t, c)
+            covered.add((r, t, c))
+    assert covered == {(r, t, c) for r, t, c, *_ in TABLE}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from effectbench.codec import converter, from_json, to_json
 from effectbench.model import (
+    SPEC_VERSION,
     Category,
     Effect,
     FieldEquals,
@@ -291,3 +293,9 @@ def test_any_json_decodes_to_a_task_or_invalid_spec(
         except InvalidSpec:
             continue
         assert from_json(to_json(t), TaskSpec) == t
+
+
+def test_spec_md_states_the_spec_version_the_code_implements() -> None:
+    spec = (Path(__file__).resolve().parents[1] / "SPEC.md").read_text(encoding="utf-8")
+    assert f"**Spec version: {SPEC_VERSION}**" in spec.splitlines()[2]
+    assert SPEC_VERSION == "1.0.0"
