@@ -17,7 +17,7 @@ import platform
 import re
 import tempfile
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -218,21 +218,9 @@ class _RunFacts:
     finished: Mapping[str, Any] | None = None
 
     def tap(self, events: Iterator[LoggedEvent]) -> Iterator[LoggedEvent]:
-        started_type, resumed_type, finished_type = (
-            RunStarted.TYPE,
-            RunResumed.TYPE,
-            RunFinished.TYPE,
-        )
         for ev in events:
             if ev.ep is None:
-                t = ev.type
-                if t == started_type:
-                    if self.started is None:
-                        self._start(ev.data)
-                elif t == resumed_type:
-                    self._resumed(ev)
-                elif t == finished_type:
-                    self.finished = ev.data
+                self.see(ev)
             elif self.started is None:
                 self.too_early(ev)
             yield ev
@@ -614,17 +602,21 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def _rate(block: Mapping[str, Any]) -> str:
+def _interval(block: Mapping[str, Any], fmt: Callable[[float], str]) -> str:
+    """`` [lo, hi]`` of the block's ci95 in ``fmt``; empty when there is none."""
     ci = block.get("ci95")
-    interval = "" if ci is None else f" [{_pct(ci[0])}, {_pct(ci[1])}]"
+    return "" if ci is None else f" [{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def _rate(block: Mapping[str, Any]) -> str:
+    interval = _interval(block, _pct)
     return f"{block['numerator']}/{block['denominator']} {_pct(block.get('rate'))}{interval}"
 
 
 def _gap(block: Mapping[str, Any]) -> str:
     if block.get("value") is None:
         return "n/a"
-    ci = block.get("ci95")
-    interval = "" if ci is None else f" [{_signed(ci[0])}, {_signed(ci[1])}]"
+    interval = _interval(block, _signed)
     return f"{block['screen_success']}/{block['denominator']} - {block['task_success']}/{block['denominator']} = {_signed(block['value'])}{interval} (paired)"
 
 
@@ -642,8 +634,7 @@ def _clustered(block: Mapping[str, Any]) -> str:
 
 
 def _prefix(block: Mapping[str, Any]) -> str:
-    ci = block.get("ci95")
-    interval = "" if ci is None else f" [{_pct(ci[0])}, {_pct(ci[1])}]"
+    interval = _interval(block, _pct)
     return (
         f"{block['successes']}/{block['eligible_tasks']} {_pct(block.get('value'))}{interval}, "
         f"coverage {block['eligible_tasks']}/{block['total_tasks']}"
@@ -653,17 +644,13 @@ def _prefix(block: Mapping[str, Any]) -> str:
 def _est(block: Mapping[str, Any]) -> str:
     if block.get("value") is None:
         return "n/a"
-    ci = block.get("ci95")
-    interval = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
-    return f"{block['value']:.3f}{interval}"
+    return f"{block['value']:.3f}{_interval(block, lambda x: f'{x:.3f}')}"
 
 
 def _diff(block: Mapping[str, Any]) -> str:
     if block.get("difference") is None:
         return "n/a"
-    ci = block.get("ci95")
-    interval = "" if ci is None else f" [{_signed(ci[0])}, {_signed(ci[1])}]"
-    return f"{_signed(block['difference'])}{interval}"
+    return f"{_signed(block['difference'])}{_interval(block, _signed)}"
 
 
 def _p(x: float) -> str:
