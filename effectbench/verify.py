@@ -419,15 +419,6 @@ def verify_run(run_dir: str | os.PathLike[str]) -> VerifyReport:
 # --------------------------------------------------------------------------- submissions
 
 
-def _plan_axes(tasks: Sequence[Mapping[str, Any]]) -> list[TaskAxes]:
-    return [
-        TaskAxes(
-            str(t["task_id"]), str(t["category"]), str(t["substrate"]), str(t.get("split", "dev"))
-        )
-        for t in tasks
-    ]
-
-
 def export_submission(
     run_dir: str | os.PathLike[str], system: str, out_path: str | os.PathLike[str]
 ) -> Path:
@@ -472,8 +463,12 @@ def export_submission(
                 data[ev.seq] = ev.data
     except LogError as exc:
         raise ArtifactError(f"{log_path}: {exc}") from None
-    index = PlanIndex([system], _plan_axes(plan["tasks"]), int(plan["trials"]))
-    records = sorted(by_id.values(), key=lambda r: index.slot(r.arm, r.task_id, r.trial))
+    try:
+        full = PlanIndex.from_plan(plan)
+        index = PlanIndex([system], full.tasks, full.trials)
+        records = sorted(by_id.values(), key=lambda r: index.slot(r.arm, r.task_id, r.trial))
+    except MetricsError as exc:
+        raise ArtifactError(f"{log_path}: {exc}") from None
 
     def ev_data(rec: EpisodeRecord, key: str) -> Mapping[str, Any]:
         pointer = rec.evidence.get(key)
@@ -519,7 +514,11 @@ def export_submission(
         "claimed": claimed,
     }
     out = Path(out_path)
-    out.write_bytes(dump_json(doc))
+    try:
+        with open(out, "xb") as f:  # a submission is never overwritten
+            f.write(dump_json(doc))
+    except FileExistsError:
+        raise ArtifactError(f"{out} already exists; choose another output file") from None
     return out
 
 

@@ -371,3 +371,13 @@ def test_a_second_id_for_one_planned_episode_is_rejected(run: Path) -> None:
     rewrite_log(run, lambda entries: retried(entries, ep, ep + "-retry"))
     reasons = reasons_of(run)
     assert any(f"under the id '{ep}-retry', not '{ep}'" in r for r in reasons), reasons
+
+
+def test_export_never_overwrites_a_file(run: Path, tmp_path: Path) -> None:
+    from effectbench.artifacts import ArtifactError
+
+    target = tmp_path / "taken.json"
+    target.write_text("someone's submission\n")
+    with pytest.raises(ArtifactError, match="already exists"):
+        export_submission(run, "screen_only", target)
+    assert target.read_text() == "someone's submission\n"
