@@ -361,7 +361,10 @@ def verify_run(run_dir: str | os.PathLike[str]) -> VerifyReport:
         return VerifyReport.of([f"{root}: no {LOG_FILE}; give a run directory"])
     manifest = _load_json(root / MANIFEST_FILE, reasons)
     metrics = _load_json(root / METRICS_FILE, reasons)
-    log_facts = (manifest or {}).get("log") if isinstance(manifest, dict) else None
+    if manifest is not None and not isinstance(manifest, dict):
+        # without it the final hash and count go unchecked: never skip that silently
+        reasons.add(MANIFEST_FILE, f"is not a JSON object (got {type(manifest).__name__})")
+    log_facts = manifest.get("log") if isinstance(manifest, dict) else None
     log_facts = log_facts if isinstance(log_facts, dict) else {}
     chain = verify_log(
         root / LOG_FILE,

@@ -381,3 +381,13 @@ def test_export_never_overwrites_a_file(run: Path, tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="already exists"):
         export_submission(run, "screen_only", target)
     assert target.read_text() == "someone's submission\n"
+
+
+def test_a_manifest_that_is_not_an_object_is_rejected(run: Path) -> None:
+    # A truncated log, rebuilt artifacts, and a manifest that no longer states the final hash.
+    path = run / "events.jsonl"
+    path.write_bytes(b"".join(lines(path)[:-1]))
+    build_artifacts(run)
+    (run / "manifest.json").write_bytes(b"[]\n")
+    reasons = reasons_of(run)
+    assert any("manifest.json: is not a JSON object (got list)" in r for r in reasons), reasons
