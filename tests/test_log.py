@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -566,3 +567,28 @@ def test_logged_lines_validate_against_the_schema(tmp_path: Path) -> None:
     bad = orjson.loads(lines_of(path)[0])
     bad["v"] = 2
     assert _check(schema, bad, schema) != []
+
+
+def _cli(*args: str) -> None:
+    exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "effectbench"
+    subprocess.run([str(exe), *args, "-q"], check=True, capture_output=True, timeout=120)
+
+
+def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: Path) -> None:
+    """Real MockMed runs, not hand-built events: a full run killed and resumed (run.resumed,
+    episode.abandoned) and a run whose arms all time out (episode.failed)."""
+    full, timed_out = tmp_path / "full", tmp_path / "timeout"
+    _cli("run", "--trials", "1", "--out", str(full))
+    log = full / "events.jsonl"
+    log.write_bytes(b"".join(lines_of(log)[:20]))  # cut inside in-flight episodes
+    _cli("run", "--resume", str(full))
+    _cli("run", "--trials", "1", "--arm", "screen_only", "--episode-timeout", "1e-6",
+         "--out", str(timed_out))  # fmt: skip
+    schema = load_event_schema()
+    seen = set()
+    for path in (log, timed_out / "events.jsonl"):
+        for raw in lines_of(path):
+            line = orjson.loads(raw)
+            assert _check(schema, line, schema) == [], raw
+            seen.add(line["type"])
+    assert seen == set(ev.EVENT_TYPES)
