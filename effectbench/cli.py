@@ -8,14 +8,16 @@ exit with code 2; a traceback appears only with ``--debug``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from effectbench import __version__
 
 EXIT_USAGE = 2
+_F = TypeVar("_F", bound=Callable[..., Any])
 EXIT_INTERRUPTED = 130
 
 
@@ -65,6 +67,40 @@ def _positive_int(name: str) -> Any:
     return check
 
 
+def _concurrency_option(default: int) -> Callable[[_F], _F]:
+    return click.option(
+        "--concurrency",
+        type=int,
+        default=default,
+        show_default=True,
+        callback=_positive_int("--concurrency"),
+    )
+
+
+def _trials_option(default: int) -> Callable[[_F], _F]:
+    return click.option(
+        "--trials", type=int, default=default, show_default=True, callback=_positive_int("--trials")
+    )
+
+
+def _out_option(what: str = "Run directory.") -> Callable[[_F], _F]:
+    return click.option(
+        "--out", type=click.Path(path_type=Path), help=f"{what} [default: runs/<run-id>/]"
+    )
+
+
+_provider_option = click.option(
+    "--provider",
+    default="mockmed",
+    show_default=True,
+    help="Provider entry point or module:attribute.",
+)
+_force_option = click.option(
+    "--force", is_flag=True, help="Replace an existing run directory given with --out."
+)
+_quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+
+
 def _given(ctx: click.Context, name: str) -> bool:
     from click.core import ParameterSource
 
@@ -76,12 +112,7 @@ def _given(ctx: click.Context, name: str) -> bool:
 
 
 @cli.command()
-@click.option(
-    "--provider",
-    default="mockmed",
-    show_default=True,
-    help="Provider entry point or module:attribute.",
-)
+@_provider_option
 @click.option(
     "--arm",
     "arms",
@@ -89,16 +120,8 @@ def _given(ctx: click.Context, name: str) -> bool:
     help="Arm entry point or module:attribute (repeat for several). "
     "[default: screen_only, effect_verified]",
 )
-@click.option(
-    "--trials", type=int, default=10, show_default=True, callback=_positive_int("--trials")
-)
-@click.option(
-    "--concurrency",
-    type=int,
-    default=32,
-    show_default=True,
-    callback=_positive_int("--concurrency"),
-)
+@_trials_option(10)
+@_concurrency_option(32)
 @click.option(
     "--task",
     "tasks",
@@ -106,9 +129,7 @@ def _given(ctx: click.Context, name: str) -> bool:
     metavar="GLOB",
     help="Only tasks whose id matches (repeatable).",
 )
-@click.option(
-    "--out", type=click.Path(path_type=Path), help="Run directory. [default: runs/<run-id>/]"
-)
+@_out_option()
 @click.option(
     "--resume",
     type=click.Path(path_type=Path),
@@ -125,8 +146,8 @@ def _given(ctx: click.Context, name: str) -> bool:
     show_default=True,
     help="Re-reads of an unreadable oracle, with exponential backoff.",
 )
-@click.option("--force", is_flag=True, help="Replace an existing run directory given with --out.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@_force_option
+@_quiet_option
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -178,30 +199,47 @@ def run(
     )
 
 
-def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
-    """Run through the API's code path with a progress display and signal handling."""
+def _run_with_progress(quiet: bool, **kwargs: Any) -> Any:
+    """One run through the API's code path, with a progress display and signal handling."""
     import anyio
 
-    from effectbench.api import DEFAULT_ARMS, execute
-    from effectbench.console import format_headline, make_progress
+    from effectbench.api import execute
+    from effectbench.console import make_progress
 
-    if kwargs.get("arms") is None and kwargs.get("resume") is None:
-        kwargs["arms"] = list(DEFAULT_ARMS)
     progress = make_progress(sys.stderr, quiet=quiet)
     try:
-        result = anyio.run(lambda: execute(handle_signals=True, observer=progress, **kwargs))
+        return anyio.run(lambda: execute(handle_signals=True, observer=progress, **kwargs))
     finally:
         if progress is not None:
             progress.close()
+
+
+def _interrupted(result: Any, message: str) -> int:
+    """Say so, and exit 128 + the signal that stopped the run (130 if none is known)."""
+    click.echo(message, err=True)
+    signum = result.outcome.signal if result.outcome is not None else None
+    return 128 + signum if signum else EXIT_INTERRUPTED
+
+
+def _headline(metrics: Any, run_dir: Path) -> None:
+    from effectbench.console import format_headline
+
+    _out(format_headline(metrics))
+    _out(f"run directory: {run_dir}")
+
+
+def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
+    from effectbench.api import DEFAULT_ARMS
+
+    if kwargs.get("arms") is None and kwargs.get("resume") is None:
+        kwargs["arms"] = list(DEFAULT_ARMS)
+    result = _run_with_progress(quiet, **kwargs)
     if result.interrupted:
-        click.echo(
+        return _interrupted(
+            result,
             f"interrupted; the log is intact. Continue with: effectbench run --resume {result.run_dir}",
-            err=True,
         )
-        signum = result.outcome.signal if result.outcome is not None else None
-        return 128 + signum if signum else EXIT_INTERRUPTED
-    _out(format_headline(result.metrics))
-    _out(f"run directory: {result.run_dir}")
+    _headline(result.metrics, result.run_dir)
     return 0
 
 
@@ -210,15 +248,13 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
 def rescore(run_dir: Path) -> int:
     """Rebuild every derived artifact of RUN_DIR from its events.jsonl alone."""
     from effectbench.api import build_outputs
-    from effectbench.console import format_headline
 
     if not run_dir.is_dir():
         _fail(f"run directory {run_dir} does not exist")
     if not (run_dir / "events.jsonl").is_file():
         _fail(f"{run_dir} holds no events.jsonl; it is not a run directory")
     metrics, _ = build_outputs(run_dir)
-    _out(format_headline(metrics))
-    _out(f"run directory: {run_dir}")
+    _headline(metrics, run_dir)
     return 0
 
 
@@ -283,53 +319,34 @@ def arms() -> int:
 
 
 @cli.command()
-@click.option(
-    "--concurrency",
-    type=int,
-    default=32,
-    show_default=True,
-    callback=_positive_int("--concurrency"),
-)
-@click.option(
-    "--out", type=click.Path(path_type=Path), help="Run directory. [default: runs/<run-id>/]"
-)
-@click.option("--force", is_flag=True, help="Replace an existing run directory given with --out.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@_concurrency_option(32)
+@_out_option()
+@_force_option
+@_quiet_option
 @click.pass_context
 def reference(
     ctx: click.Context, concurrency: int, out: Path | None, force: bool, quiet: bool
 ) -> int:
     """Run both baselines on the MockMed anchor and check the pinned values (exit 1 if any differs)."""
-    import anyio
     import orjson
 
-    from effectbench.api import execute
-    from effectbench.console import format_reference, make_progress, reference_rows
+    from effectbench.console import format_reference, reference_rows
 
     try:
         from effectbench_mockmed.anchor import PINNED, TRIALS
     except ImportError as exc:
         _fail(f"the MockMed provider is not installed ({exc}); reinstall effectbench")
-    progress = make_progress(sys.stderr, quiet=quiet)
-    try:
-        result = anyio.run(
-            lambda: execute(
-                provider="mockmed",
-                arms=list(PINNED),
-                trials=TRIALS,
-                concurrency=concurrency,
-                out=out,
-                force=force,
-                handle_signals=True,
-                observer=progress,
-            )
-        )
-    finally:
-        if progress is not None:
-            progress.close()
+    result = _run_with_progress(
+        quiet,
+        provider="mockmed",
+        arms=list(PINNED),
+        trials=TRIALS,
+        concurrency=concurrency,
+        out=out,
+        force=force,
+    )
     if result.interrupted:
-        click.echo("interrupted; nothing was checked", err=True)
-        return EXIT_INTERRUPTED
+        return _interrupted(result, "interrupted; nothing was checked")
     results_path = result.run_dir / "results.jsonl"
     rows_json = [
         orjson.loads(line) for line in results_path.read_bytes().splitlines() if line.strip()
@@ -347,20 +364,10 @@ def reference(
 
 @cli.command()
 @click.option("--provider", required=True, help="Provider entry point or module:attribute.")
-@click.option(
-    "--trials", type=int, default=2, show_default=True, callback=_positive_int("--trials")
-)
-@click.option(
-    "--concurrency",
-    type=int,
-    default=16,
-    show_default=True,
-    callback=_positive_int("--concurrency"),
-)
-@click.option(
-    "--out", type=click.Path(path_type=Path), help="Audit run directory. [default: runs/<run-id>/]"
-)
-@click.option("--force", is_flag=True, help="Replace an existing run directory given with --out.")
+@_trials_option(2)
+@_concurrency_option(16)
+@_out_option("Audit run directory.")
+@_force_option
 def audit(provider: str, trials: int, concurrency: int, out: Path | None, force: bool) -> int:
     """Run the reference arm and every adversary over every task; exit 1 naming each task that fails."""
     from effectbench.audit import audit_cli_main
@@ -369,12 +376,7 @@ def audit(provider: str, trials: int, concurrency: int, out: Path | None, force:
 
 
 @cli.command()
-@click.option(
-    "--provider",
-    default="mockmed",
-    show_default=True,
-    help="Provider entry point or module:attribute.",
-)
+@_provider_option
 @click.option(
     "--audit-evidence",
     "audit_dir",

@@ -231,3 +231,33 @@ def test_export_writes_a_submission_that_verify_accepts_and_a_relabel_it_rejects
     forged.write_bytes(orjson.dumps(doc))
     proc = _cli("verify", str(forged), cwd=tmp_path)
     assert proc.returncode == 1 and "NOT sound" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_stops_reference_gracefully_with_exit_143(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from effectbench.log import read_log, verify_log
+
+    out = tmp_path / "ref"
+    proc = subprocess.Popen(
+        [*EFFECTBENCH, "reference", "--concurrency", "2", "--out", str(out), "-q"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = out / "events.jsonl"
+    deadline = time.monotonic() + 60
+    while not log.exists() or log.read_bytes().count(b"\n") < 40:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "run made no progress"
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "nothing was checked" in stderr and "Traceback" not in stderr
+    assert verify_log(log).ok
+    last = list(read_log(log))[-1]
+    assert last.type == "run.finished" and last.data["interrupted"] is True
