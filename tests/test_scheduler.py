@@ -85,6 +85,22 @@ def test_plan_order_ids_and_hash_ignore_execution_knobs() -> None:
     assert again.plan_hash == plan.plan_hash
     assert build_plan(INFO, provider.tasks(), ["a", "b"], 4).plan_hash != plan.plan_hash
     assert build_plan(INFO, provider.tasks(), ["b", "a"], 3).plan_hash != plan.plan_hash
+    # how tasks were selected and how plugins were named are recorded, not hashed ...
+    same = build_plan(INFO, provider.tasks(), ["a", "b"], 3, ["fake::*"], refs={"arms": ["m:A"]})
+    assert same.plan_hash == plan.plan_hash
+    # ... but every task's definition, the provider and the scoring versions are
+    import attrs
+
+    edited = [attrs.evolve(provider.tasks()[0], goal="Something else."), provider.tasks()[1]]
+    assert build_plan(INFO, edited, ["a", "b"], 3).plan_hash != plan.plan_hash
+    assert build_plan(ProviderInfo("fake", "1.1"), provider.tasks(), ["a", "b"], 3).plan_hash != (
+        plan.plan_hash
+    )
+    versions = {**plan.versions, "scoring": "other"}
+    assert (
+        build_plan(INFO, provider.tasks(), ["a", "b"], 3, versions=versions).plan_hash
+        != plan.plan_hash
+    )
 
 
 def test_diff_plans_names_each_difference() -> None:
