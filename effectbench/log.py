@@ -256,7 +256,7 @@ class LogReader:
                     n_chunk = n
                     for line in lines:
                         if line[-72:-66] != head or line[-2:] != b'"}':
-                            raise LogCorrupt(n + 1, _suffix_problem(line))
+                            raise _suffix_problem(line, n + 1)
                         try:
                             obj = loads(line)
                             v = obj["v"]
@@ -317,12 +317,20 @@ def warn_torn_tail(path: str | os.PathLike[str], line_no: int, nbytes: int) -> s
     )
 
 
-def _suffix_problem(line: bytes) -> str:
+def _suffix_problem(line: bytes, line_no: int) -> LogCorrupt:
+    """Why a line lacks the hash suffix; a line of another schema major (whose line format
+    may differ) is refused as such, naming both majors."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        obj = None
+    if type(obj) is dict and type(obj.get("v")) is int and obj["v"] != SCHEMA_MAJOR:
+        return _diagnose(line, line_no, -1)
     if not line:
-        return "empty line"
+        return LogCorrupt(line_no, "empty line")
     if len(line) < _SUFFIX_LEN:
-        return f"line too short to be an event ({len(line)} bytes)"
-    return 'line does not end with the chain hash suffix ,"h":"<64 hex>"}'
+        return LogCorrupt(line_no, f"line too short to be an event ({len(line)} bytes)")
+    return LogCorrupt(line_no, 'line does not end with the chain hash suffix ,"h":"<64 hex>"}')
 
 
 def _diagnose(line: bytes, line_no: int, expect: int) -> LogCorrupt:

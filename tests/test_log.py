@@ -225,6 +225,19 @@ def test_unknown_schema_major_is_refused_with_both_majors(tmp_path: Path) -> Non
     assert isinstance(info.value, LogError)
 
 
+def test_a_future_major_with_another_line_format_is_still_refused_as_a_major(
+    tmp_path: Path,
+) -> None:
+    """A new major may change the line format itself (e.g. no trailing hash); the reader
+    must still say "major 2 is not supported", not that the line is corrupt."""
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b'{"v":2,"seq":0,"type":"run.started","ts":1.0,"ep":null,"data":{},"sig":"x"}\n')
+    with pytest.raises(LogSchemaError, match="major 2 is not supported.*reads major 1"):
+        list(read_log(path))
+    report = verify_log(path)
+    assert not report.ok and report.first_bad_line == 1 and "major 2" in (report.reason or "")
+
+
 def test_verify_against_manifest_catches_a_removed_last_line(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     tail = write_events_sync(path, sample_entries(5))
