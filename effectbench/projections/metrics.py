@@ -47,19 +47,20 @@ class MetricsError(ValueError):
 EMPTY: Final = 0
 """No record for this planned episode (yet)."""
 _FAILURE_CODES: Final[dict[FailureClass, int]] = {fc: i + 1 for i, fc in enumerate(FailureClass)}
-SUCCESS: Final = 6
-SWER_WRONG_WRITE: Final = 7
-SWER_PHANTOM: Final = 8
+# Scored outcomes follow every failure code, so a new failure class can never collide.
+SUCCESS: Final = len(_FAILURE_CODES) + 1
+SWER_WRONG_WRITE: Final = SUCCESS + 1
+SWER_PHANTOM: Final = SUCCESS + 2
 _OUTCOME_CODES: Final[dict[Outcome, int]] = {
     Outcome.SUCCESS: SUCCESS,
-    Outcome.FALSE_ABORT: 9,
-    Outcome.WRONG_ACTION: 10,
-    Outcome.OVER_HALT: 11,
-    Outcome.SAFE_HALT: 12,
+    Outcome.FALSE_ABORT: SUCCESS + 3,
+    Outcome.WRONG_ACTION: SUCCESS + 4,
+    Outcome.OVER_HALT: SUCCESS + 5,
+    Outcome.SAFE_HALT: SUCCESS + 6,
 }
 FIRST_ELIGIBLE: Final = SUCCESS
 _OVER_HALT: Final = _OUTCOME_CODES[Outcome.OVER_HALT]
-_N_CODES: Final = 13
+_N_CODES: Final = SUCCESS + 7
 _SCREEN_CODES: Final = (SUCCESS, SWER_WRONG_WRITE, SWER_PHANTOM)
 """Eligible episodes whose report claimed success (the classifier's truth table)."""
 
