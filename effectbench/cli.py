@@ -260,13 +260,21 @@ def rescore(run_dir: Path) -> int:
 
 @cli.command()
 @click.argument("path", type=click.Path(path_type=Path))
-def verify(path: Path) -> int:
+@click.option(
+    "--pack-fingerprint",
+    "expected_pack",
+    default=None,
+    metavar="HEX",
+    help="The published fingerprint (effectbench pack) the run or submission must have used.",
+)
+def verify(path: Path, expected_pack: str | None) -> int:
     """Check a run directory or a submission file; exit 1 listing every reason if unsound."""
     from effectbench import verify as verify_mod
 
     if not path.exists():
         _fail(f"{path} does not exist; give a run directory or a submission file")
-    report = verify_mod.verify_run(path) if path.is_dir() else verify_mod.verify_submission(path)
+    check = verify_mod.verify_run if path.is_dir() else verify_mod.verify_submission
+    report = check(path, expected_pack_fingerprint=expected_pack)
     if report.ok:
         _out(f"sound: {path}")
         return 0

@@ -351,8 +351,14 @@ def _first_difference(a: str, b: str) -> int:
     return min(len(la), len(lb)) + 1
 
 
-def verify_run(run_dir: str | os.PathLike[str]) -> VerifyReport:
-    """Every reason the run directory is not what its log says; ok when there is none."""
+def verify_run(
+    run_dir: str | os.PathLike[str], *, expected_pack_fingerprint: str | None = None
+) -> VerifyReport:
+    """Every reason the run directory is not what its log says; ok when there is none.
+
+    With ``expected_pack_fingerprint`` (the published one, ``effectbench pack``), the pack
+    the log's plan recomputes to must also be that one: a log can be re-chained by anyone,
+    a published fingerprint cannot."""
     from effectbench.log import verify_log
 
     root = Path(run_dir)
@@ -387,6 +393,9 @@ def verify_run(run_dir: str | os.PathLike[str]) -> VerifyReport:
         _compare_results(root / RESULTS_FILE, rebuilt_dir / RESULTS_FILE, reasons)
         rebuilt_metrics = orjson.loads((rebuilt_dir / METRICS_FILE).read_bytes())
         rebuilt_manifest = orjson.loads((rebuilt_dir / MANIFEST_FILE).read_bytes())
+        ran = rebuilt_manifest.get("pack_fingerprint")
+        if expected_pack_fingerprint is not None and ran != expected_pack_fingerprint:
+            reasons.add(LOG_FILE, f"pack fingerprint {ran} is not the expected {expected_pack_fingerprint}")
         if metrics is not None:
             _compare(metrics, rebuilt_metrics, "", METRICS_FILE, reasons)
         if isinstance(manifest, dict):

@@ -261,3 +261,17 @@ def test_sigterm_stops_reference_gracefully_with_exit_143(tmp_path: Path) -> Non
     assert verify_log(log).ok
     last = list(read_log(log))[-1]
     assert last.type == "run.finished" and last.data["interrupted"] is True
+
+
+def test_verify_checks_the_published_pack_fingerprint(tmp_path: Path, small_run: Path) -> None:
+    """A re-chained log proves nothing about which pack ran; a published fingerprint does."""
+    fingerprint = orjson.loads((small_run / "manifest.json").read_bytes())["pack_fingerprint"]
+    assert _cli("verify", str(small_run), "--pack-fingerprint", fingerprint, cwd=tmp_path).returncode == 0
+    other = "0" * 64
+    proc = _cli("verify", str(small_run), "--pack-fingerprint", other, cwd=tmp_path)
+    assert proc.returncode == 1 and f"is not the expected {other}" in proc.stdout, proc.stdout
+    sub = tmp_path / "sub.json"
+    assert _cli("export", str(small_run), "--system", "scripted", "--out", str(sub), cwd=tmp_path).returncode == 0
+    assert _cli("verify", str(sub), "--pack-fingerprint", fingerprint, cwd=tmp_path).returncode == 0
+    proc = _cli("verify", str(sub), "--pack-fingerprint", other, cwd=tmp_path)
+    assert proc.returncode == 1 and f"is not the expected {other}" in proc.stdout, proc.stdout
