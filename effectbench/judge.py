@@ -98,7 +98,9 @@ def _pre_clauses(effect: Effect) -> list[str]:
 
 
 def _collateral_loss(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]:
-    """Rows present before, outside the selector, and gone after: someone else's data lost."""
+    """Rows present before and outside the selector that are gone after, or were rewritten
+    in place (same identity, other contents): either way someone else's data is lost.
+    An in-place rewrite into a row the selector matches is the lost update of C4."""
     rw = effect.record_written
     reasons = []
     for table in sorted(pre.tables):
@@ -106,21 +108,35 @@ def _collateral_loss(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]
         if not before:
             continue  # nothing there before, nothing to lose
         selector = rw.selector if table == rw.table else None
-        # A multiset: of two identical id-less rows, one vanishing is a loss too.
-        after = Counter(_identity(r, rw.id_field) for r in post.rows(table))
+        # identity -> contents of the post rows not yet paired with a pre row (a multiset:
+        # of two identical id-less rows, one vanishing is a loss too)
+        after: dict[_Key, list[_Key]] = {}
+        for r in post.rows(table):
+            after.setdefault(_identity(r, rw.id_field), []).append(_whole_row_key(r))
         lost = []
+        rewritten = []
         for r in before:
             if selector is not None and row_matches(r, selector):
                 continue
-            ident = _identity(r, rw.id_field)
-            if after[ident]:
-                after[ident] -= 1
-            else:
+            candidates = after.get(_identity(r, rw.id_field))
+            if not candidates:
                 lost.append(_describe(r, rw.id_field))
+                continue
+            whole = _whole_row_key(r)
+            if whole in candidates:
+                candidates.remove(whole)
+            else:
+                candidates.pop()
+                rewritten.append(_describe(r, rw.id_field))
         if lost:
             reasons.append(
                 f"collateral loss in {table!r}: {len(lost)} pre-existing row(s) outside the selector "
                 f"vanished ({_listed(lost)})"
+            )
+        if rewritten:
+            reasons.append(
+                f"collateral loss in {table!r}: {len(rewritten)} pre-existing row(s) outside the selector "
+                f"were overwritten in place ({_listed(rewritten)})"
             )
     return reasons
 

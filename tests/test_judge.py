@@ -93,6 +93,21 @@ def test_collateral_loss_refutes_and_names_table_and_id() -> None:
     assert any("collateral loss" in r and "'encounters'" in r and "id=7" in r for r in v.reasons)
 
 
+def test_an_in_place_overwrite_of_another_row_is_collateral_loss() -> None:
+    """The lost update of C4 without a delete: the concurrent actor's Urgent row (id 7)
+    is rewritten into our Triage row. The selector now finds exactly one correct row,
+    yet someone else's record is gone."""
+    pre = snap(row(7, type="Urgent", note="concurrent actor"))
+    v = judge(effect(), pre, snap(row(7)))
+    assert v.observed_count == 1
+    assert v.true_state is TrueState.WRONG_PERSISTED
+    assert any("overwritten in place" in r and "id=7" in r for r in v.reasons)
+    # the same row left untouched beside ours is fine
+    assert judge(effect(), pre, snap(row(7, type="Urgent", note="concurrent actor"), row(8))).true_state is (
+        TrueState.CORRECT
+    )
+
+
 def test_collateral_loss_with_no_matching_row_is_still_wrong_persisted() -> None:
     pre = snap(row(7, type="Urgent"))
     v = judge(effect(), pre, EMPTY)
