@@ -97,6 +97,34 @@ def _pre_clauses(effect: Effect) -> list[str]:
     return needs
 
 
+def _unpaired(
+    rows: Iterable[Row], others: Iterable[Row], selector: Mapping[str, Value] | None, id_field: str
+) -> tuple[list[str], list[str]]:
+    """Pair ``rows`` outside ``selector`` with ``others`` by identity, as a multiset.
+
+    Returns (rows with no counterpart, rows whose counterpart has other contents), each
+    described for a reason. Two equal id-less rows count as two."""
+    pool: dict[_Key, list[_Key]] = {}
+    for r in others:
+        pool.setdefault(_identity(r, id_field), []).append(_whole_row_key(r))
+    missing: list[str] = []
+    differing: list[str] = []
+    for r in rows:
+        if selector is not None and row_matches(r, selector):
+            continue
+        candidates = pool.get(_identity(r, id_field))
+        if not candidates:
+            missing.append(_describe(r, id_field))
+            continue
+        content = _whole_row_key(r)
+        if content in candidates:
+            candidates.remove(content)
+        else:
+            candidates.pop()
+            differing.append(_describe(r, id_field))
+    return missing, differing
+
+
 def _collateral_loss(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]:
     """Rows present before and outside the selector that are gone after, or were rewritten
     in place (same identity, other contents): either way someone else's data is lost.
@@ -104,30 +132,8 @@ def _collateral_loss(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]
     rw = effect.record_written
     reasons = []
     for table in sorted(pre.tables):
-        before = pre.rows(table)
-        if not before:
-            continue  # nothing there before, nothing to lose
         selector = rw.selector if table == rw.table else None
-        # identity -> contents of the post rows not yet paired with a pre row (a multiset:
-        # of two identical id-less rows, one vanishing is a loss too)
-        after: dict[_Key, list[_Key]] = {}
-        for r in post.rows(table):
-            after.setdefault(_identity(r, rw.id_field), []).append(_whole_row_key(r))
-        lost = []
-        rewritten = []
-        for r in before:
-            if selector is not None and row_matches(r, selector):
-                continue
-            candidates = after.get(_identity(r, rw.id_field))
-            if not candidates:
-                lost.append(_describe(r, rw.id_field))
-                continue
-            whole = _whole_row_key(r)
-            if whole in candidates:
-                candidates.remove(whole)
-            else:
-                candidates.pop()
-                rewritten.append(_describe(r, rw.id_field))
+        lost, rewritten = _unpaired(pre.rows(table), post.rows(table), selector, rw.id_field)
         if lost:
             reasons.append(
                 f"collateral loss in {table!r}: {len(lost)} pre-existing row(s) outside the selector "
@@ -147,26 +153,7 @@ def _stray_writes(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]:
     reasons = []
     for table in sorted(post.tables):
         selector = rw.selector if table == rw.table else None
-        # identity -> contents of the pre rows not yet paired with a post row (a multiset,
-        # so a second copy of an id-less row counts as added)
-        before: dict[_Key, list[_Key]] = {}
-        for r in pre.rows(table):
-            before.setdefault(_identity(r, rw.id_field), []).append(_whole_row_key(r))
-        added: list[str] = []
-        changed: list[str] = []
-        for r in post.rows(table):
-            if selector is not None and row_matches(r, selector):
-                continue
-            olds = before.get(_identity(r, rw.id_field))
-            if not olds:
-                added.append(_describe(r, rw.id_field))
-                continue
-            content = _whole_row_key(r)
-            if content in olds:
-                olds.remove(content)
-            else:
-                olds.pop()
-                changed.append(_describe(r, rw.id_field))
+        added, changed = _unpaired(post.rows(table), pre.rows(table), selector, rw.id_field)
         if added:
             reasons.append(
                 f"stray write in {table!r}: {len(added)} row(s) added outside the selector ({_listed(added)})"
