@@ -132,8 +132,11 @@ def _collateral_loss(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]
     rw = effect.record_written
     reasons = []
     for table in sorted(pre.tables):
+        before = pre.rows(table)
+        if not before:
+            continue  # nothing there before, nothing to lose (the common case: skip the pairing)
         selector = rw.selector if table == rw.table else None
-        lost, rewritten = _unpaired(pre.rows(table), post.rows(table), selector, rw.id_field)
+        lost, rewritten = _unpaired(before, post.rows(table), selector, rw.id_field)
         if lost:
             reasons.append(
                 f"collateral loss in {table!r}: {len(lost)} pre-existing row(s) outside the selector "
