@@ -198,28 +198,6 @@ class HangingArm:
         raise AssertionError("unreachable")
 
 
-class NoopArm:
-    """Does nothing and halts: the cheapest possible episode (overhead bench)."""
-
-    name = "noop"
-
-    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        return AgentReport(reported_success=False, halted=True)
-
-
-class SleepArm:
-    """Sleeps ``seconds`` then halts (latency-bound scheduling bench)."""
-
-    name = "sleep"
-
-    def __init__(self, seconds: float = 1.0) -> None:
-        self.seconds = seconds
-
-    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        await anyio.sleep(self.seconds)
-        return AgentReport(reported_success=False, halted=True)
-
-
 # --------------------------------------------------------------------------- comparing runs
 
 
