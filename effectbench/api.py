@@ -60,13 +60,36 @@ ArmLike = Arm | str
 ProviderLike = BenchmarkProvider | str
 
 
-def _distribution_of(obj: object) -> str | None:
-    """The installed distribution that ships ``obj``'s top-level package, if any."""
+def _shipped_by(
+    obj: object, ref: str | None, group: str, registry: Any, dists: Mapping[str, list[str]]
+) -> tuple[str | None, str | None]:
+    """(distribution, version) of the code behind a plugin: from its entry point's metadata
+    when it was named, else from the distribution that ships its top-level module."""
     import importlib_metadata
 
-    top = type(obj).__module__.split(".")[0]
-    dists = importlib_metadata.packages_distributions().get(top)
-    return min(dists) if dists else None
+    info = registry.info(group, ref) if ref is not None else None
+    if info is not None and info.distribution is not None:
+        return info.distribution, info.version
+    names = dists.get(type(obj).__module__.split(".")[0])
+    if not names:
+        return None, None
+    dist = min(names)
+    try:
+        return dist, importlib_metadata.version(dist)
+    except importlib_metadata.PackageNotFoundError:
+        return dist, None
+
+
+def _arm_version(arm: Arm, shipped: tuple[str | None, str | None]) -> str | None:
+    """What code an arm is: its own ``version`` attribute, else ``dist==version`` of the
+    distribution shipping it, else None (unknown, which still differs from a known one)."""
+    own = getattr(arm, "version", None)
+    if isinstance(own, str) and own:
+        return own
+    dist, version = shipped
+    if dist is None:
+        return None
+    return dist if version is None else f"{dist}=={version}"
 
 
 def _resolve_provider(
@@ -220,13 +243,24 @@ async def execute(
         raise RunError(
             f"provider {prov.name!r} failed to list its tasks: {type(exc).__name__}: {exc}"
         ) from None
+    import importlib_metadata
+
+    from effectbench.registry import ARMS, PROVIDERS
+
+    dists = importlib_metadata.packages_distributions()
+    prov_dist, _ = _shipped_by(prov, prov_ref, PROVIDERS, registry, dists)
+    arm_versions = {
+        name: _arm_version(arm, _shipped_by(arm, ref, ARMS, registry, dists))
+        for (name, arm), ref in zip(arm_map.items(), arm_refs_used, strict=True)
+    }
     plan = build_plan(
-        ProviderInfo(prov.name, prov.version, _distribution_of(prov)),
+        ProviderInfo(prov.name, prov.version, prov_dist),
         tasks,
         list(arm_map),
         DEFAULT_TRIALS if trials is None else trials,
         task_globs or (),
         refs={"provider": prov_ref, "arms": arm_refs_used},
+        arm_versions=arm_versions,
     )
 
     if state is not None:

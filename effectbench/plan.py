@@ -12,13 +12,33 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from effectbench.model import SPEC_VERSION, Effect, TaskSpec, canonical_json, trial_params
 
-PLAN_SCHEMA = "effectbench.plan/1"
+PLAN_SCHEMA = "effectbench.plan/2"
+"""Major 2 added ``arm_versions`` to the identity: an arm upgraded between a kill and a
+resume is a different plan."""
+
+IDENTITY_KEYS: Final = (
+    "schema",
+    "provider",
+    "pack_fingerprint",
+    "task_ids",
+    "arms",
+    "arm_versions",
+    "trials",
+    "versions",
+)
+"""The plan fields its hash covers (everything that defines the episodes and their scoring)."""
+
+
+def hash_identity(plan: Mapping[str, Any]) -> str:
+    """The plan hash of a plan's JSON (as ``run.started`` records it): one definition for the
+    scheduler, resume and the verifier."""
+    return hashlib.sha256(canonical_json({k: plan.get(k) for k in IDENTITY_KEYS})).hexdigest()
 MAX_EPISODES = 10_000_000
 """More is a typo (or needs splitting with --task): the plan is held in memory."""
 
@@ -76,6 +96,10 @@ def _sorted_map(m: Mapping[str, str]) -> dict[str, str]:
     return dict(sorted(m.items()))
 
 
+def _sorted_versions(m: Mapping[str, str | None]) -> dict[str, str | None]:
+    return dict(sorted(m.items()))
+
+
 def _str_tuple(v: Iterable[str]) -> tuple[str, ...]:
     return tuple(v)
 
@@ -93,6 +117,9 @@ class Plan:
     trials: int
     task_globs: tuple[str, ...] = attrs.field(converter=_str_tuple)
     versions: Mapping[str, str] = attrs.field(converter=_sorted_map)
+    arm_versions: Mapping[str, str | None] = attrs.field(factory=dict, converter=_sorted_versions)
+    """Arm name -> the version of the code behind it ("dist==version", the arm's own
+    ``version`` attribute, or None when neither is known)."""
     refs: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
     """How the provider and arms were named (entry point or module:attribute), so a resume
     can load the same plugins; recorded, never hashed."""
@@ -113,13 +140,14 @@ class Plan:
             "pack_fingerprint": self.pack_fingerprint,
             "task_ids": list(self.task_ids),
             "arms": list(self.arms),
+            "arm_versions": dict(self.arm_versions),
             "trials": self.trials,
             "versions": dict(self.versions),
         }
 
     @property
     def plan_hash(self) -> str:
-        return hashlib.sha256(canonical_json(self.identity())).hexdigest()
+        return hash_identity(self.identity())
 
     def to_json(self) -> dict[str, Any]:
         """The plan as written into ``run.started``: identity plus the full tasks."""
@@ -154,6 +182,7 @@ def build_plan(
     task_globs: Sequence[str] = (),
     versions: Mapping[str, str] | None = None,
     refs: Mapping[str, Any] | None = None,
+    arm_versions: Mapping[str, str | None] | None = None,
 ) -> Plan:
     if trials < 1:
         raise PlanError(f"--trials must be a positive integer, got {trials}")
@@ -180,6 +209,7 @@ def build_plan(
         trials=trials,
         task_globs=tuple(task_globs),
         versions=default_versions() if versions is None else versions,
+        arm_versions={} if arm_versions is None else arm_versions,
         refs={} if refs is None else refs,
     )
 
@@ -244,6 +274,10 @@ def diff_plans(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[
         out.append(
             f"arms: recorded {', '.join(recorded.get('arms') or [])}, now {', '.join(current.get('arms') or [])}"
         )
+    a_av, b_av = recorded.get("arm_versions") or {}, current.get("arm_versions") or {}
+    for name in sorted(set(a_av) | set(b_av)):
+        if a_av.get(name) != b_av.get(name):
+            out.append(f"arm {name} version: recorded {a_av.get(name)!r}, now {b_av.get(name)!r}")
     if recorded.get("trials") != current.get("trials"):
         out.append(f"trials: recorded {recorded.get('trials')}, now {current.get('trials')}")
     a_ver, b_ver = recorded.get("versions") or {}, current.get("versions") or {}

@@ -13,7 +13,6 @@ docs/leaderboard.md): raw rows in, labels and metrics re-derived, claims compare
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import tempfile
@@ -44,7 +43,6 @@ from effectbench.model import (
     FailureClass,
     Snapshot,
     TaskSpec,
-    canonical_json,
     trial_params,
     trial_tag,
 )
@@ -68,15 +66,6 @@ SEED_RULE: Final = "trial_tag = sha256('<task_id>:<trial>')[:12], trials 0..tria
 _MAX_PER_SOURCE: Final = 25
 """At most this many differences are listed per compared file; the rest are counted."""
 _LABEL_FIELDS: Final = ("true_state", "outcome", "swer_variant", "eligible", "failure_class")
-_PLAN_IDENTITY: Final = (
-    "schema",
-    "provider",
-    "pack_fingerprint",
-    "task_ids",
-    "arms",
-    "trials",
-    "versions",
-)
 _MANIFEST_SAME: Final = (
     "schema",
     "run_id",
@@ -201,7 +190,7 @@ def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
     from effectbench.codec import converter
     from effectbench.events import TERMINAL_TYPES
     from effectbench.log import LogError, read_log
-    from effectbench.plan import episode_id, pack_fingerprint
+    from effectbench.plan import episode_id, hash_identity, pack_fingerprint
 
     source = LOG_FILE
     tasks: dict[str, TaskSpec] = {}
@@ -211,8 +200,7 @@ def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
         for ev in events:
             if ev.type == "run.started" and ev.ep is None:
                 plan = ev.data.get("plan") or {}
-                identity = {k: plan.get(k) for k in _PLAN_IDENTITY}
-                if hashlib.sha256(canonical_json(identity)).hexdigest() != ev.data.get("plan_hash"):
+                if hash_identity(plan) != ev.data.get("plan_hash"):
                     reasons.add(
                         source,
                         f"plan_hash in run.started (#{ev.seq}) does not hash the plan it carries",

@@ -161,3 +161,40 @@ def test_a_resume_with_a_different_plan_is_refused(
     assert "refusing to resume" in proc.stderr and named in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert (baseline[0] / "events.jsonl").read_bytes() == before
+
+
+def test_a_resume_with_an_upgraded_arm_is_refused(tmp_path: Path) -> None:
+    """An arm's code is part of the plan: mixing two versions of it in one run is refused."""
+    import attrs
+    import orjson
+    from fakes import FakeProvider, ScriptedArm
+
+    from effectbench.api import RunError, evaluate_provider
+
+    @attrs.define
+    class Versioned(ScriptedArm):
+        version: str = "1.0"
+
+    out = tmp_path / "run"
+    evaluate_provider([Versioned()], FakeProvider(("ok",)), trials=1, out=out)
+    recorded = orjson.loads((out / "events.jsonl").read_bytes().splitlines()[0])["data"]["plan"]
+    assert recorded["arm_versions"] == {"scripted": "1.0"}
+    evaluate_provider([Versioned()], FakeProvider(("ok",)), trials=1, resume=out)  # same code: fine
+    with pytest.raises(RunError, match=r"arm scripted version: recorded '1.0', now '2.0'"):
+        evaluate_provider([Versioned("2.0")], FakeProvider(("ok",)), trials=1, resume=out)
+
+
+def test_named_plugins_record_the_distribution_behind_them(tmp_path: Path) -> None:
+    """Entry-point metadata names the code: the provider's distribution in the manifest and
+    each arm's ``dist==version`` in the plan (so an upgrade between kill and resume shows)."""
+    import orjson
+
+    from effectbench import __version__
+    from effectbench.api import evaluate_provider
+
+    out = tmp_path / "run"
+    evaluate_provider(["screen_only"], "mockmed", trials=1, out=out, task_globs=["mockmed::ok"])
+    plan = orjson.loads((out / "events.jsonl").read_bytes().splitlines()[0])["data"]["plan"]
+    assert plan["arm_versions"] == {"screen_only": f"effectbench=={__version__}"}
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["provider"]["distribution"] == "effectbench"
