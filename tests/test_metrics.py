@@ -14,11 +14,13 @@ from effectbench.classify import classify
 from effectbench.model import FailureClass, TrueState
 from effectbench.projections.metrics import (
     METRICS_SCHEMA,
+    TELEMETRY_FIELDS,
     MetricsAccumulator,
     MetricsError,
     PlanIndex,
     TaskAxes,
 )
+from effectbench.projections.passk import AttemptCost
 from effectbench.records import EpisodeRecord, EpisodeTelemetry
 
 RATE_KEYS = (
@@ -340,3 +342,33 @@ def test_metrics_do_not_depend_on_completion_order(kinds: list[Kind], rnd: Any) 
             arm["swer"]["numerator"]
             == arm["swer_wrong_write"]["numerator"] + arm["swer_phantom"]["numerator"]
         )
+
+
+def test_each_telemetry_field_lands_in_its_own_column() -> None:
+    plan = PlanIndex(["a"], tasks_of(1), 1)
+    acc = MetricsAccumulator(plan)
+    values = {name: float(i + 1) for i, name in enumerate(TELEMETRY_FIELDS)}
+    tel = EpisodeTelemetry(**values)  # type: ignore[arg-type]
+    slot = acc.add(record("a", plan.tasks[0], 0, SUCCESS, tel))
+    assert {name: acc.telemetry[name][slot] for name in TELEMETRY_FIELDS} == values
+
+
+def test_cost_to_first_success_reads_the_attempts_through_the_first_success() -> None:
+    plan = PlanIndex(["a"], tasks_of(2), 4)
+    acc = MetricsAccumulator(plan)
+    t0, t1 = plan.tasks
+    kinds = [OVER_HALT, WRONG_WRITE, SUCCESS, SUCCESS]
+    for trial, kind in enumerate(kinds):
+        acc.add(record("a", t0, trial, kind, EpisodeTelemetry(wall_ms=10.0 * (trial + 1))))
+        tokens = EpisodeTelemetry(input_tokens=trial, output_tokens=1, cost_usd=0.5)
+        acc.add(record("a", t1, trial, SUCCESS if trial == 1 else OVER_HALT, tokens))
+    cost = acc.document("x")["arms"]["a"]["telemetry"]["cost_to_first_success"]
+    assert cost["total_tasks"] == 2
+    assert cost["task_wall_ms"]["count"] == 1 and cost["task_wall_ms"]["mean"] == 60.0
+    assert cost["total_tokens"]["count"] == 1 and cost["total_tokens"]["mean"] == 3.0
+    assert cost["cost_usd"]["count"] == 1 and cost["cost_usd"]["mean"] == 1.0
+    costs = acc._costs(0, 1)
+    assert len(costs) == 4 and costs[-1] == costs[3] and costs[1:3] == [costs[1], costs[2]]
+    assert costs[1] == AttemptCost(None, 2.0, 0.5)
+    with pytest.raises(IndexError):
+        costs[4]

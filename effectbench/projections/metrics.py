@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import attrs
 
@@ -192,16 +192,23 @@ class MetricsAccumulator:
         self.telemetry: dict[str, array[float]] = {
             f: array("d", [_NAN]) * n for f in TELEMETRY_FIELDS
         }
+        self._columns = tuple(self.telemetry[f] for f in TELEMETRY_FIELDS)
         self.records = 0
 
     def add(self, rec: EpisodeRecord) -> int:
         """Record one episode (a later record of the same episode replaces it); returns its slot."""
         slot = self.plan.slot(rec.arm, rec.task_id, rec.trial)
         self.codes[slot] = episode_code(rec)
-        tel = rec.telemetry
-        for name in TELEMETRY_FIELDS:
-            v = getattr(tel, name)
-            self.telemetry[name][slot] = _NAN if v is None else float(v)
+        t = rec.telemetry
+        # one line per field (a loop over getattr costs more than the rest of add)
+        wall, setup, calls, tin, tout, cost, actions = self._columns
+        wall[slot] = _NAN if (v := t.wall_ms) is None else float(v)
+        setup[slot] = _NAN if (v := t.setup_ms) is None else float(v)
+        calls[slot] = _NAN if (v := t.model_calls) is None else float(v)
+        tin[slot] = _NAN if (v := t.input_tokens) is None else float(v)
+        tout[slot] = _NAN if (v := t.output_tokens) is None else float(v)
+        cost[slot] = _NAN if (v := t.cost_usd) is None else float(v)
+        actions[slot] = _NAN if (v := t.actions) is None else float(v)
         self.records += 1
         return slot
 
@@ -227,16 +234,9 @@ class MetricsAccumulator:
             for t in range(len(self.plan.tasks))
         ]
 
-    def _costs(self, arm_index: int, task_index: int) -> list[AttemptCost]:
+    def _costs(self, arm_index: int, task_index: int) -> _Costs:
         start = (arm_index * len(self.plan.tasks) + task_index) * self.plan.trials
-        out = []
-        wall, tin, tout, cost = (
-            self.telemetry[f] for f in ("wall_ms", "input_tokens", "output_tokens", "cost_usd")
-        )
-        for s in range(start, start + self.plan.trials):
-            tokens = tin[s] + tout[s]
-            out.append(AttemptCost(_opt(wall[s]), _opt(tokens), _opt(cost[s])))
-        return out
+        return _Costs(self.telemetry, start, self.plan.trials)
 
     # ----------------------------------------------------------------- results
 
@@ -366,6 +366,41 @@ class MetricsAccumulator:
             "arm_order": list(self.plan.arms),
             "comparisons": self.comparisons(),
         }
+
+
+class _Costs(Sequence[AttemptCost]):
+    """One task's attempt costs, built only for the attempts read (cost_to_first_success
+    reads through the first success, not every trial)."""
+
+    def __init__(self, telemetry: Mapping[str, array[float]], start: int, n: int) -> None:
+        self._wall = telemetry["wall_ms"]
+        self._tin = telemetry["input_tokens"]
+        self._tout = telemetry["output_tokens"]
+        self._cost = telemetry["cost_usd"]
+        self._start = start
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _at(self, i: int) -> AttemptCost:
+        s = self._start + i
+        return AttemptCost(
+            _opt(self._wall[s]), _opt(self._tin[s] + self._tout[s]), _opt(self._cost[s])
+        )
+
+    @overload
+    def __getitem__(self, i: int) -> AttemptCost: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[AttemptCost]: ...
+    def __getitem__(self, i: int | slice) -> AttemptCost | list[AttemptCost]:
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._at(i)
 
 
 def _opt(v: float) -> float | None:
