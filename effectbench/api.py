@@ -180,6 +180,7 @@ async def execute(
     episode_timeout: float | None = None,
     oracle_retries: int = DEFAULT_ORACLE_RETRIES,
     oracle_backoff: float = 0.05,
+    provider_timeout: float = 60.0,
     force: bool = False,
     handle_signals: bool = False,
     observer: Observer | None = None,
@@ -198,6 +199,7 @@ async def execute(
             episode_timeout=episode_timeout,
             oracle_retries=oracle_retries,
             oracle_backoff=oracle_backoff,
+            provider_timeout=provider_timeout,
             handle_signals=handle_signals,
         )
     except ValueError as exc:

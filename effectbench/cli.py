@@ -146,6 +146,14 @@ def _given(ctx: click.Context, name: str) -> bool:
     show_default=True,
     help="Re-reads of an unreadable oracle, with exponential backoff.",
 )
+@click.option(
+    "--provider-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds one provisioning or one oracle read may take.",
+)
 @_force_option
 @_quiet_option
 @click.pass_context
@@ -160,12 +168,15 @@ def run(
     resume: Path | None,
     episode_timeout: float | None,
     oracle_retries: int,
+    provider_timeout: float,
     force: bool,
     quiet: bool,
 ) -> int:
     """Run arms on a provider's tasks and score them."""
     if episode_timeout is not None and not episode_timeout > 0:
         _fail(f"--episode-timeout must be a positive number of seconds, got {episode_timeout}")
+    if not provider_timeout > 0:
+        _fail(f"--provider-timeout must be a positive number of seconds, got {provider_timeout}")
     if oracle_retries < 0:
         _fail(f"--oracle-retries must be >= 0, got {oracle_retries}")
     if resume is not None and out is not None:
@@ -194,6 +205,7 @@ def run(
         resume=resume,
         episode_timeout=episode_timeout,
         oracle_retries=oracle_retries,
+        provider_timeout=provider_timeout,
         force=force,
         **kwargs,
     )

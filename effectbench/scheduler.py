@@ -38,6 +38,7 @@ import structlog
 
 from effectbench.arm import Arm, TaskView
 from effectbench.codec import converter
+from effectbench.deadlines import Deadlines
 from effectbench.events import (
     TERMINAL_TYPES,
     ArmAction,
@@ -87,6 +88,10 @@ class SchedulerOptions:
     """... up to this many seconds, so many re-reads cost time linearly, not exponentially."""
     teardown_timeout: float = 30.0
     """Seconds an episode's teardown (and, at the end, the provider's stop) may take."""
+    provider_timeout: float = 60.0
+    """Seconds one ``provision`` call or one oracle read may take: a hung provider fails
+    its episode (``environment``) or its read (re-read, then ``evaluation``) instead of
+    holding a concurrency slot for ever."""
     handle_signals: bool = False
     """Stop gracefully on SIGINT/SIGTERM (only from the main thread; the CLI sets it)."""
 
@@ -102,6 +107,10 @@ class SchedulerOptions:
         ):
             raise ValueError(
                 f"--episode-timeout must be a positive number of seconds, got {self.episode_timeout}"
+            )
+        if not (self.provider_timeout > 0 and math.isfinite(self.provider_timeout)):
+            raise ValueError(
+                f"provider_timeout must be a positive number of seconds, got {self.provider_timeout}"
             )
         for name in ("oracle_backoff", "oracle_backoff_max"):
             value = getattr(self, name)
@@ -313,6 +322,7 @@ class Scheduler:
         self._failed = 0
         self._start_error: ProviderStartError | None = None
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
+        self._deadlines = Deadlines(options.provider_timeout)
 
     @property
     def log_path(self) -> Path:
@@ -376,6 +386,7 @@ class Scheduler:
             try:
                 async with anyio.create_task_group() as outer:
                     with anyio.CancelScope() as work:
+                        outer.start_soon(self._deadlines.watch)
                         if self.options.handle_signals:
                             outer.start_soon(self._watch_signals, work, caught)
                         await self._run_all(pending)
@@ -525,12 +536,19 @@ class Scheduler:
         emit = self._emit
         assert emit is not None
         t0 = time.perf_counter()
+        limit = self.options.provider_timeout
+        provisioned: object = None
         try:
-            provisioned = await self.provider.provision(spec.task, spec.trial, spec.params)
+            with self._deadlines.bound() as scope:
+                provisioned = await self.provider.provision(spec.task, spec.trial, spec.params)
         except SkipEpisode as exc:
             raise _Episode(FailureClass.SKIPPED, "provision", _one_line(exc)) from exc
         except Exception as exc:
             raise _Episode(FailureClass.ENVIRONMENT, "provision", _one_line(exc)) from exc
+        if scope.cancelled_caught:
+            raise _Episode(
+                FailureClass.ENVIRONMENT, "provision", f"provision did not finish within {limit:g}s"
+            )
         if not isinstance(provisioned, ProvisionedEpisode):
             raise _Episode(
                 FailureClass.ENVIRONMENT,
@@ -568,8 +586,13 @@ class Scheduler:
             if attempt:
                 await anyio.sleep(self.options.oracle_delay(attempt))
             try:
-                snapshot = await oracle.read()
-                if not isinstance(snapshot, Snapshot):
+                with self._deadlines.bound() as scope:
+                    snapshot = await oracle.read()
+                if scope.cancelled_caught:
+                    snapshot = Snapshot.unreadable(
+                        f"oracle read did not finish within {self.options.provider_timeout:g}s"
+                    )
+                elif not isinstance(snapshot, Snapshot):
                     snapshot = Snapshot.unreadable(
                         f"oracle returned {type(snapshot).__name__}, not a Snapshot"
                     )

@@ -85,6 +85,8 @@ class _Oracle:
 
     async def read(self) -> Snapshot:
         self.reads += 1
+        if self.mode == "oracle_hangs_once" and self.reads == 2:  # the first post-read
+            await anyio.sleep_forever()
         dead = (
             self.mode == "oracle_dead"
             or (self.mode == "oracle_flaky" and self.reads == 2)  # the first post-read only
@@ -147,6 +149,8 @@ class FakeProvider:
         mode = str(task.fixture.get("mode", "ok"))
         if mode == "provision_fails":
             raise ConnectionError("database container did not come up")
+        if mode == "provision_hangs":
+            await anyio.sleep_forever()
         if mode == "skip":
             raise SkipEpisode("this host has no desktop substrate")
         store = _Store()

@@ -64,6 +64,7 @@ USER_ERRORS = {
     "negative concurrency": (["run", "--concurrency", "-3"], "--concurrency"),
     "non-integer trials": (["run", "--trials", "ten"], "ten"),
     "bad timeout": (["run", "--episode-timeout", "0"], "--episode-timeout"),
+    "bad provider timeout": (["run", "--provider-timeout", "-1"], "--provider-timeout"),
     "huge trials": (["run", "--trials", "99999999999999999999"], "episodes"),
     "huge concurrency": (["run", "--concurrency", "99999999999999999999"], "--concurrency"),
     "resume an empty log": (["run", "--resume", "{empty}"], "stopped before it started"),

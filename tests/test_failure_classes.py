@@ -217,3 +217,26 @@ def test_an_arm_raising_cancelled_or_its_own_timeout_fails_only_its_episodes(
         e.ep for e in read_log(result.log_path) if e.type in ("episode.finished", "episode.failed")
     )
     assert len(terminals) == 3 * TRIALS and set(terminals.values()) == {1}
+
+
+def test_a_hung_provider_fails_its_episode_not_the_run(tmp_path: Path) -> None:
+    """provision and oracle reads are bounded by provider_timeout: a hung provision is an
+    environment failure; a hung read is an unreadable read, re-read, then scored."""
+    result = _run(
+        tmp_path, ("ok", "provision_hangs", "oracle_hangs_once"), [ScriptedArm()], provider_timeout=0.2
+    )
+    rows, failures = _results(result), _failures(result)
+    _assert_scored_ok(rows)
+    for t in range(TRIALS):
+        hung = failures[f"scripted::fake::provision_hangs::t{t}"]
+        assert hung["failure_class"] == "environment" and hung["stage"] == "provision"
+        assert "did not finish within 0.2s" in hung["error"]
+        row = rows[f"scripted::fake::oracle_hangs_once::t{t}"]
+        assert row["eligible"] and row["outcome"] == "SUCCESS"
+    reads = [
+        e.data["snapshot"]
+        for e in read_log(result.log_path)
+        if e.type == "episode.post_read" and e.ep == "scripted::fake::oracle_hangs_once::t0"
+    ]
+    assert [r["readable"] for r in reads] == [False, True]
+    assert "oracle read did not finish within 0.2s" in reads[0]["error"]
