@@ -38,7 +38,6 @@ import structlog
 
 from effectbench.arm import Arm, TaskView
 from effectbench.codec import converter
-from effectbench.deadlines import Deadlines
 from effectbench.events import (
     TERMINAL_TYPES,
     ArmAction,
@@ -322,7 +321,6 @@ class Scheduler:
         self._failed = 0
         self._start_error: ProviderStartError | None = None
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
-        self._deadlines = Deadlines(options.provider_timeout)
 
     @property
     def log_path(self) -> Path:
@@ -386,7 +384,6 @@ class Scheduler:
             try:
                 async with anyio.create_task_group() as outer:
                     with anyio.CancelScope() as work:
-                        outer.start_soon(self._deadlines.watch)
                         if self.options.handle_signals:
                             outer.start_soon(self._watch_signals, work, caught)
                         await self._run_all(pending)
@@ -539,7 +536,7 @@ class Scheduler:
         limit = self.options.provider_timeout
         provisioned: object = None
         try:
-            with self._deadlines.bound() as scope:
+            with anyio.move_on_after(self.options.provider_timeout) as scope:
                 provisioned = await self.provider.provision(spec.task, spec.trial, spec.params)
         except SkipEpisode as exc:
             raise _Episode(FailureClass.SKIPPED, "provision", _one_line(exc)) from exc
@@ -586,7 +583,7 @@ class Scheduler:
             if attempt:
                 await anyio.sleep(self.options.oracle_delay(attempt))
             try:
-                with self._deadlines.bound() as scope:
+                with anyio.move_on_after(self.options.provider_timeout) as scope:
                     snapshot = await oracle.read()
                 if scope.cancelled_caught:
                     snapshot = Snapshot.unreadable(
