@@ -12,7 +12,16 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from effectbench.model import AgentReport, Effect, JSONScalar, Substrate, Value
+from effectbench.model import (
+    AgentReport,
+    Effect,
+    JSONScalar,
+    Substrate,
+    TaskSpec,
+    Value,
+    resolve_value,
+    trial_params,
+)
 from effectbench.provider import EnvHandle
 
 
@@ -32,6 +41,38 @@ class TaskView:
     effect: Effect | None
     solution: Mapping[str, JSONScalar] | None
     trial: int
+
+    @classmethod
+    def of(
+        cls,
+        task: TaskSpec,
+        trial: int,
+        *,
+        episode_id: str,
+        params: Mapping[str, str] | None = None,
+        effect: Effect | None = None,
+    ) -> TaskView:
+        """What an arm may see of ``task`` in one trial: the one place that rule lives.
+
+        ``params`` and ``effect`` default to the trial's payload and the resolved declared
+        effect; callers that already resolved them (the scheduler) pass them in. The effect
+        is withheld when the task does not declare it, whatever is passed.
+        """
+        if params is None:
+            params = trial_params(task, trial)
+        shown = None
+        if task.effect_declared:
+            shown = task.expected_effect.resolve(params) if effect is None else effect
+        solution = task.solution
+        return cls(
+            episode_id=episode_id,
+            goal=task.goal,
+            substrate=task.substrate,
+            params=params,
+            effect=shown,
+            solution=None if solution is None else {k: resolve_value(v, params) for k, v in solution.items()},
+            trial=trial,
+        )
 
 
 @runtime_checkable

@@ -55,7 +55,7 @@ from effectbench.events import (
     RunResumed,
     RunStarted,
 )
-from effectbench.model import AgentReport, FailureClass, Snapshot, resolve_value
+from effectbench.model import AgentReport, FailureClass, Snapshot
 from effectbench.plan import EpisodeSpec, Plan, episodes
 from effectbench.provider import (
     BenchmarkProvider,
@@ -615,18 +615,8 @@ class Scheduler:
         arm = self.arms[spec.arm]
         env = provisioned.env
         telemetry: Telemetry = env.telemetry
-        task = spec.task
-        solution = task.solution
-        view = TaskView(
-            episode_id=ep,
-            goal=task.goal,
-            substrate=task.substrate,
-            params=spec.params,
-            effect=spec.effect if task.effect_declared else None,
-            solution=None
-            if solution is None
-            else {k: resolve_value(v, spec.params) for k, v in solution.items()},
-            trial=spec.trial,
+        view = TaskView.of(
+            spec.task, spec.trial, episode_id=ep, params=spec.params, effect=spec.effect
         )
         await emit(ArmStarted.TYPE, {}, ep)
         t0 = time.perf_counter()

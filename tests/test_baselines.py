@@ -26,17 +26,12 @@ from effectbench.model import (
     Outcome,
     TaskSpec,
     TrueState,
-    resolve_value,
     trial_params,
 )
 from effectbench.provider import EnvHandle, ProductResponse
 
 pytestmark = pytest.mark.anyio
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @attrs.frozen
@@ -49,18 +44,7 @@ class Scored:
 
 
 def view(task: TaskSpec, trial: int, params: Mapping[str, str]) -> TaskView:
-    solution = task.solution
-    return TaskView(
-        episode_id=f"x::{task.task_id}::t{trial}",
-        goal=task.goal,
-        substrate=task.substrate,
-        params=params,
-        effect=task.expected_effect.resolve(params),
-        solution=None
-        if solution is None
-        else {k: resolve_value(v, params) for k, v in solution.items()},
-        trial=trial,
-    )
+    return TaskView.of(task, trial, episode_id=f"x::{task.task_id}::t{trial}", params=params)
 
 
 async def one_episode(provider: MockMedProvider, arm: Arm, task: TaskSpec, trial: int) -> Scored:

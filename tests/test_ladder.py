@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 from effectbench_mockmed.faults import LADDER_FAULTS, LADDER_HANG_S
@@ -37,8 +38,6 @@ from effectbench.model import (
     Snapshot,
     TaskSpec,
     TrueState,
-    resolve_value,
-    trial_params,
 )
 from effectbench.provider import BenchmarkProvider, EnvHandle, ProductResponse, Telemetry
 from effectbench.sql_oracle import SqliteAllTablesOracle, read_all_tables
@@ -47,10 +46,6 @@ pytestmark = pytest.mark.anyio
 
 EFFECTBENCH = str(Path(sys.executable).with_name("effectbench"))
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture
@@ -68,17 +63,9 @@ def task(mode: str) -> TaskSpec:
 
 
 def view(t: TaskSpec, trial: int = 0, *, declared: bool = True) -> TaskView:
-    params = trial_params(t, trial)
     assert t.solution is not None
-    return TaskView(
-        episode_id=f"x::{t.task_id}::t{trial}",
-        goal=t.goal,
-        substrate=t.substrate,
-        params=params,
-        effect=t.expected_effect.resolve(params) if declared else None,
-        solution={k: resolve_value(v, params) for k, v in t.solution.items()},
-        trial=trial,
-    )
+    shown = t if declared else attrs.evolve(t, effect_declared=False)
+    return TaskView.of(shown, trial, episode_id=f"x::{t.task_id}::t{trial}")
 
 
 # --- the headline numbers, through the CLI ------------------------------------------------

@@ -34,10 +34,6 @@ from effectbench.provider import BenchmarkProvider
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture
 async def full(tmp_path: Path) -> AsyncIterator[MockMedFullProvider]:

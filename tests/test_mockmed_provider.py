@@ -40,10 +40,6 @@ from effectbench.provider import BenchmarkProvider, EnvHandle, ProvisionedEpisod
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture
 async def provider(tmp_path: Path) -> AsyncIterator[MockMedProvider]:
