@@ -62,10 +62,35 @@ def test_anchor_run_reproduces_the_pinned_values(tmp_path: Path) -> None:
     assert ev["outcome_counts"]["wrong_action"] == 40 and ev["outcome_counts"]["safe_halt"] == 20
     assert _rate(ev["over_halt"]) == (0, 90)
 
-    # the `effectbench reference` check, applied to this run, finds nothing to flag
-    from effectbench_mockmed.anchor import PINNED
+    # the anchor's remaining pins: 5 of 7 faults silently mishandled, the C3/web cell,
+    # and the Wilson intervals at 6 dp
+    from effectbench_mockmed.anchor import (
+        C3_WEB_CELL_SCREEN_ONLY,
+        PINNED,
+        SILENTLY_MISHANDLED_BY_SCREEN_ONLY,
+        WILSON_95,
+    )
 
     results = [orjson.loads(x) for x in (out / "results.jsonl").read_bytes().splitlines()]
+    faults = {"partial", "duplicate", "timeout", "optimistic", "session", "stale", "double"}
+    silent = {
+        r["task_id"].split("::")[1]
+        for r in results
+        if r["arm"] == "screen_only" and r["outcome"] == "SILENT_WRONG_EFFECT"
+    }
+    assert sorted(silent) == sorted(SILENTLY_MISHANDLED_BY_SCREEN_ONLY) and silent <= faults
+    (c3,) = [c for c in so["cells"] if c["category"] == "C3_optimistic_then_reject"]
+    assert (c3["substrate"], c3["n"], c3["swer"]["numerator"]) == (
+        "web",
+        C3_WEB_CELL_SCREEN_ONLY["n"],
+        C3_WEB_CELL_SCREEN_ONLY["swer"],
+    )
+    rates = [so[k] for k in ("swer", "swer_wrong_write", "swer_phantom", "over_halt", "task_success", "screen_success")]
+    rates += [ev[k] for k in ("swer", "task_success")]
+    for r in rates:
+        assert tuple(round(x, 6) for x in r["ci95"]) == WILSON_95[(r["numerator"], r["denominator"])]
+
+    # the `effectbench reference` check, applied to this run, finds nothing to flag
     rows = reference_rows(PINNED, metrics, results)
     assert rows and all(ok for *_, ok in rows), [r for r in rows if not r[4]]
     # ... and would flag a single changed count

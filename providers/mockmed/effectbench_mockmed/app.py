@@ -66,9 +66,6 @@ class Episodes:
     def get(self, token: str) -> EpisodeState | None:
         return self._by_token.get(token)
 
-    def tokens(self) -> list[str]:
-        return list(self._by_token)
-
 
 def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outcome:
     patient = values.get("patient_id", "").strip()
