@@ -292,3 +292,39 @@ def test_a_resume_refuses_a_log_that_grew_after_it_was_read(tmp_path: Path) -> N
     with pytest.raises(ResumeError, match="changed after it was read"):
         anyio.run(sched.run, state)
     assert log.read_bytes() == before
+
+
+def test_model_calls_an_arm_records_become_telemetry_and_cost(tmp_path: Path) -> None:
+    """Arm -> Telemetry.model_call -> episode.telemetry -> results row -> metrics: summed when
+    every call reports a field, null (never a partial zero) when any call lacks it."""
+    import orjson
+
+    from effectbench.api import evaluate_provider
+    from effectbench.provider import ModelCall
+
+    class Billed(ScriptedArm):
+        name = "billed"
+
+        async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+            env.telemetry.model_call(ModelCall(input_tokens=100, output_tokens=10, cost_usd=0.25))
+            env.telemetry.model_call(ModelCall(input_tokens=50, output_tokens=5, cost_usd=None))
+            env.telemetry.model_call(ModelCall(input_tokens=1, output_tokens=1, cost_usd=None))
+            return await super().run(task, env)
+
+    class Priced(ScriptedArm):
+        name = "priced"
+
+        async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+            env.telemetry.model_call(ModelCall(input_tokens=7, output_tokens=3, cost_usd=0.5))
+            return await super().run(task, env)
+
+    result = evaluate_provider([Billed(), Priced()], FakeProvider(("ok",)), trials=2, out=tmp_path / "run")
+    rows = [orjson.loads(x) for x in (result.run_dir / "results.jsonl").read_bytes().splitlines()]
+    tel = {r["arm"]: r["telemetry"] for r in rows}
+    assert (tel["billed"]["model_calls"], tel["billed"]["input_tokens"], tel["billed"]["output_tokens"]) == (3, 151, 16)
+    assert tel["billed"]["cost_usd"] is None  # one call had no price: unknown, not 0.25
+    assert (tel["priced"]["model_calls"], tel["priced"]["cost_usd"]) == (1, 0.5)
+    arms = result.metrics["arms"]
+    assert arms["priced"]["telemetry"]["cost"]["eligible_usd"] == 1.0  # 2 trials x 0.5
+    assert arms["billed"]["telemetry"]["cost"]["eligible_usd"] is None
+    assert arms["billed"]["telemetry"]["model_calls"]["mean"] == 3
