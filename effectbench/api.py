@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import os
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -131,25 +130,13 @@ def _run_id(plan: Plan) -> str:
 
 
 def _prepare_out(out: Path, force: bool) -> None:
-    """Create a fresh run directory; refuse to reuse one that holds anything."""
-    if out.exists() and not out.is_dir():
-        raise RunError(f"--out {out} exists and is not a directory; choose another --out")
-    if out.is_dir() and any(out.iterdir()):
-        if not force:
-            raise RunError(
-                f"run directory {out} already exists and is not empty; continue it with "
-                f"--resume {out}, choose another --out, or pass --force to replace it"
-            )
-        try:
-            shutil.rmtree(out)
-        except OSError as exc:
-            raise RunError(f"cannot replace {out}: {exc.strerror or exc}") from None
+    """Create a fresh run directory; --force replaces only a run directory (effectbench.rundir)."""
+    from effectbench.rundir import OutDirError, prepare_out_dir
+
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunError(f"cannot create run directory {out}: {exc.strerror or exc}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise RunError(f"run directory {out} is not writable; choose another --out")
+        prepare_out_dir(out, force=force)
+    except OutDirError as exc:
+        raise RunError(str(exc)) from None
 
 
 def _read_outputs(run_dir: Path) -> tuple[dict[str, Any], str]:
@@ -282,10 +269,16 @@ async def execute(
     scheduler = Scheduler(
         plan, prov, arm_map, run_dir, run_id=run_id, options=options, observer=observer
     )
-    outcome = await scheduler.run(state)
+    built: list[tuple[dict[str, Any], str]] = []
+
+    async def finish() -> None:
+        built.append(await anyio.to_thread.run_sync(build_outputs, run_dir))
+
+    # Built while the scheduler still holds the run's lock, and only from its own log.
+    outcome = await scheduler.run(state, finish=finish)
     if outcome.interrupted:
         return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
-    metrics, summary = await anyio.to_thread.run_sync(build_outputs, run_dir)
+    metrics, summary = built[0]
     return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, False, outcome)
 
 

@@ -406,6 +406,7 @@ async def audit_provider(
     their evidence.
     """
     from effectbench.api import RunError, evaluate_provider_async
+    from effectbench.rundir import lost
 
     if out_dir is not None and not force and Path(out_dir).is_dir() and any(Path(out_dir).iterdir()):
         raise AuditError(
@@ -421,6 +422,8 @@ async def audit_provider(
     if result.interrupted:
         raise AuditError(f"the audit run in {result.run_dir} was interrupted; run the audit again")
     report = audit_log(result.log_path)
+    if result.outcome is not None and report.final_hash != result.outcome.final_hash:
+        raise lost(result.run_dir)  # replaced after the run: that log is another run's
     (result.run_dir / AUDIT_FILE).write_bytes(
         orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
     )
@@ -466,6 +469,7 @@ def audit_cli_main(
 
     from effectbench.plan import PlanError
     from effectbench.registry import PluginError
+    from effectbench.rundir import RunDirLost
 
     out, err = stdout or sys.stdout, stderr or sys.stderr
     if trials < 1:
@@ -477,7 +481,7 @@ def audit_cli_main(
 
     try:
         report = anyio.run(go)
-    except (AuditError, PluginError, PlanError, OSError) as exc:
+    except (AuditError, PluginError, PlanError, RunDirLost, OSError) as exc:
         print(f"effectbench audit: error: {' '.join(str(exc).split())}", file=err)
         return 2
     print(format_audit(report), file=out)

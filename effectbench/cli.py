@@ -96,7 +96,9 @@ _provider_option = click.option(
     help="Provider entry point or module:attribute.",
 )
 _force_option = click.option(
-    "--force", is_flag=True, help="Replace an existing run directory given with --out."
+    "--force",
+    is_flag=True,
+    help="Replace the effectbench run directory given with --out (never any other folder).",
 )
 _quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 
@@ -432,6 +434,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("effectbench.registry", ("PluginError",)),
         ("effectbench.log", ("LogError",)),
         ("effectbench.scheduler", ("ResumeError", "ProviderStartError")),
+        ("effectbench.rundir", ("OutDirError", "RunDirLost")),
         ("effectbench.model", ("InvalidSpec",)),
         ("effectbench.projections.episodes", ("ProjectionError",)),
         ("effectbench.projections.metrics", ("MetricsError",)),

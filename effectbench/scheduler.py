@@ -162,6 +162,8 @@ class RunOutcome:
     abandoned: int
     finished: int
     failed: int
+    final_hash: str = ""
+    """The chain hash of the last line this run wrote: what its log's readers must see."""
 
 
 class ResumeError(Exception):
@@ -255,9 +257,10 @@ def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _exclusive(log_path: Path) -> Iterator[None]:
+def _exclusive(log_path: Path) -> Iterator[int]:
     """Hold an advisory lock on the log for the run, so two processes never write (or
-    resume) one run directory at once."""
+    resume) one run directory at once, and --force never replaces a live one
+    (effectbench.rundir probes this lock). Yields the locked descriptor."""
     try:
         fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
@@ -269,7 +272,7 @@ def _exclusive(log_path: Path) -> Iterator[None]:
             raise ResumeError(
                 f"{log_path.parent} is in use by another effectbench process; wait for it or stop it first"
             ) from None
-        yield
+        yield fd
     finally:
         os.close(fd)
 
@@ -326,10 +329,28 @@ class Scheduler:
     def log_path(self) -> Path:
         return self.run_dir / LOG_NAME
 
-    async def run(self, resume: ResumeState | None = None) -> RunOutcome:
-        """Run every pending episode; with ``resume``, continue that log instead of starting one."""
-        with _exclusive(self.log_path):
-            return await self._run_locked(resume)
+    async def run(
+        self,
+        resume: ResumeState | None = None,
+        *,
+        finish: Callable[[], Awaitable[None]] | None = None,
+    ) -> RunOutcome:
+        """Run every pending episode; with ``resume``, continue that log instead of starting one.
+
+        ``finish`` (building the artifacts) runs after an uninterrupted run, still under the
+        lock. Before and after it, the log at the path must still be the file this run
+        wrote, else RunDirLost: a replaced directory holds another run's log."""
+        from effectbench.rundir import check_still_ours
+
+        with _exclusive(self.log_path) as fd:
+            outcome = await self._run_locked(resume)
+            check_still_ours(fd, self.log_path)
+            if finish is not None and not outcome.interrupted:
+                try:
+                    await finish()
+                finally:  # a log removed mid-build is reported as that, not as a build error
+                    check_still_ours(fd, self.log_path)
+            return outcome
 
     async def _run_locked(self, resume: ResumeState | None) -> RunOutcome:
         from effectbench.log import open_log_writer
@@ -417,6 +438,7 @@ class Scheduler:
             abandoned=len(abandoned),
             finished=self._finished,
             failed=self._failed,
+            final_hash=writer.last_hash,
         )
 
     async def _watch_signals(self, work: anyio.CancelScope, caught: list[int]) -> None:
