@@ -326,3 +326,34 @@ def test_a_run_whose_directory_is_replaced_under_it_fails_loudly(
         assert _snapshot(out) == _snapshot(small_run), "wrote into the run that replaced it"
     else:
         assert not out.exists()
+
+
+
+@pytest.mark.parametrize("when", ["_attestations", "audit_provider"])
+def test_an_audit_never_reports_a_log_that_replaced_its_own(
+    tmp_path: Path, small_run: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Another run takes the path while the artifacts are built (they audit the log too)
+    or once the run's lock is free, just before the audit reads the log back."""
+    import effectbench.audit as audit_mod
+    from effectbench.rundir import RunDirLost
+
+    real = audit_mod.audit_log
+
+    def swapped_first(log_path: Any) -> Any:
+        if sys._getframe(1).f_code.co_name == when:
+            run_dir = Path(log_path).parent
+            run_dir.rename(tmp_path / "moved-away")
+            shutil.copytree(small_run, run_dir)
+        return real(log_path)
+
+    monkeypatch.setattr(audit_mod, "audit_log", swapped_first)
+    out = tmp_path / "audit"
+    with pytest.raises(RunDirLost, match="was replaced or removed"):
+        anyio.run(lambda: audit_mod.audit_provider("fakes:FakeProvider", out_dir=out, trials=1))
+    # The log, the only record, is untouched (derived files a build under way had already
+    # replaced are rebuilt from it by rescore), and no audit report is written.
+    assert (out / "events.jsonl").read_bytes() == (small_run / "events.jsonl").read_bytes()
+    assert not (out / "audit.json").exists()
+    if when == "audit_provider":
+        assert _snapshot(out) == _snapshot(small_run)
