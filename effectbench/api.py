@@ -176,7 +176,9 @@ async def execute(
     runs_root: str | os.PathLike[str] = "runs",
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
-    as None is taken from the recorded plan; given ones must match it."""
+    as None is taken from the recorded plan; given ones must match it. Raises
+    effectbench.rundir.RunDirLost when the run directory was replaced or removed under
+    the run: nothing of another run is ever returned as this one's."""
     if registry is None:
         from effectbench.registry import Registry
 
