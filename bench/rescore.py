@@ -4,7 +4,9 @@ The logs are MockMed-shaped: a real anchor run (9 tasks x both baselines, one tr
 recorded first, then every later trial repeats its episodes with that trial's payload
 tag and episode id substituted, interleaved 64 episodes at a time as a concurrent run
 writes them, and written through effectbench.log.write_events_sync (same format, same
-hash chain). The run.started event carries the real plan for that many trials.
+hash chain). The run.started event carries the real plan for that many trials. The
+artifacts are then built once as the end of a run builds them (rescore refuses a log
+without the run's record of how it ended, which that writes into manifest.json).
 
 `effectbench rescore DIR` then runs in a subprocess (interpreter start included): the
 chain is verified, every episode folded, judged, classified, and the four artifacts
@@ -33,6 +35,7 @@ from effectbench_mockmed import MockMedProvider
 
 from effectbench.arm import Arm
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
+from effectbench.artifacts import build_artifacts
 from effectbench.log import LogEntry, read_log, write_events_sync
 from effectbench.model import trial_tag
 from effectbench.plan import ProviderInfo, build_plan
@@ -183,6 +186,7 @@ def main() -> None:
             t0 = time.perf_counter()
             count = make_log(run_dir, n, template, started)
             gen = time.perf_counter() - t0
+            build_artifacts(run_dir)  # the record a finished run leaves; rescore keeps it
             size = (run_dir / "events.jsonl").stat().st_size
             walls, rss, rss_sum = [], [], []
             for _ in range(args.runs):

@@ -1,10 +1,16 @@
 """The run directory's derived artifacts, all from events.jsonl by ONE code path.
 
-``build_artifacts`` is what the end of a run and ``effectbench rescore`` both call:
-it streams the log through the episode projection into the metrics accumulator and
-writes results.jsonl, manifest.json, metrics.json and summary.md. Nothing in them
-depends on the clock of the rescore or on the order episodes completed in, so a
-rescore of the same log with the same code is byte-identical.
+``build_artifacts`` (the end of a run, and the verifier) and ``rescore_artifacts``
+(``effectbench rescore``) share one pass: it streams the log through the episode
+projection into the metrics accumulator and writes results.jsonl, manifest.json,
+metrics.json and summary.md. Nothing in them depends on the clock of the rescore or
+on the order episodes completed in, so a rescore of the same log with the same code
+is byte-identical.
+
+The one difference is the run's record of how it ended (manifest ``log`` and
+``run_finished``): the end of a run derives it from the log it has just written, a
+rescore keeps the recorded one and refuses a log that disagrees with it, so that
+rescoring never turns a cut or re-chained log into one the verifier calls sound.
 
 Memory stays flat: result rows are spilled to a temporary file as episodes complete
 and copied out in plan order through an array of offsets.
@@ -58,6 +64,7 @@ __all__ = [
     "record_from_row",
     "record_row",
     "render_summary",
+    "rescore_artifacts",
     "scoring_version",
 ]
 
@@ -96,6 +103,9 @@ class ArtifactSet:
     events: int
     episodes: int
     final_hash: str
+    incomplete: str | None = None
+    """Set by a rescore with ``allow_incomplete``: why the log is not the one its run
+    finished with (the artifacts are for reading; verify does not call them sound)."""
 
 
 def scoring_version() -> str:
@@ -216,6 +226,8 @@ class _RunFacts:
     plan: _PlanFacts | None = None
     resumes: list[dict[str, Any]] = attrs.field(factory=list)
     finished: Mapping[str, Any] | None = None
+    finished_seq: int = -1
+    """seq of the last run.finished: the log ends with its run only if it is the last event."""
 
     def tap(self, events: Iterator[LoggedEvent]) -> Iterator[LoggedEvent]:
         for ev in events:
@@ -235,6 +247,7 @@ class _RunFacts:
             self._resumed(ev)
         elif t == RunFinished.TYPE:
             self.finished = ev.data
+            self.finished_seq = ev.seq
 
     def too_early(self, ev: LoggedEvent) -> NoReturn:
         raise ArtifactError(
@@ -378,6 +391,91 @@ def _sequential_pass(log_path: Path, root: Path, verify_chain: bool) -> LogPass:
     return LogPass(facts, acc, spill, reader.count, reader.last_hash, reader.torn_tail, episodes)
 
 
+@attrs.frozen
+class _RunRecord:
+    """How the run ended, as manifest.json states it: ``log`` (event count, final hash,
+    torn tail) and ``run_finished`` (the last run.finished); None where there is none."""
+
+    log: Mapping[str, Any] | None
+    run_finished: Mapping[str, Any] | None
+
+    @classmethod
+    def of(cls, lp: LogPass) -> _RunRecord:
+        """The record a run that ends now writes: what its log holds."""
+        log = {
+            "file": LOG_FILE,
+            "events": lp.count,
+            "final_hash": lp.last_hash,
+            "torn_tail": lp.torn_tail,
+        }
+        finished = lp.facts.finished
+        return cls(log, None if finished is None else dict(finished))
+
+    @classmethod
+    def recorded(cls, manifest_path: Path) -> _RunRecord | None:
+        """The record in an existing manifest.json; None when there is none to read."""
+        try:
+            manifest = orjson.loads(manifest_path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("log"), dict):
+            return None
+        return cls(manifest["log"], manifest.get("run_finished"))
+
+
+_NO_RECORD: Final = _RunRecord(None, None)
+_ANYWAY: Final = (
+    "; to score it anyway, pass --allow-incomplete (`effectbench verify` will still not call "
+    "the run sound)"
+)
+
+
+@attrs.frozen
+class _Rescore:
+    """What a rescore brings to the pass: the run's record, and whether to score a log
+    that disagrees with it."""
+
+    record: _RunRecord | None
+    allow_incomplete: bool
+
+
+def _ended(lp: LogPass) -> bool:
+    """The log's last event is a run.finished that does not say the run was interrupted."""
+    facts = lp.facts
+    return (
+        facts.finished is not None
+        and facts.finished_seq == lp.count - 1
+        and not facts.finished.get("interrupted")
+    )
+
+
+def _not_as_recorded(lp: LogPass, record: _RunRecord | None, run_dir: Path) -> str | None:
+    """Why the log is not the one its run finished with; None when it is."""
+    ended = _ended(lp)
+    if record is None:
+        if not ended:
+            return (
+                f"the run in {run_dir} was interrupted and has not been resumed (its log does "
+                f"not end with run.finished); continue it with `effectbench run --resume {run_dir}`"
+            )
+        return (
+            f"{run_dir} has no record of how its run ended (the {MANIFEST_FILE} a finished run "
+            "writes, with the log's final hash and event count), so a cut or re-chained log "
+            "cannot be told from a complete one"
+        )
+    if ended and record == _RunRecord.of(lp):
+        return None
+    said = record.log or {}
+    return (
+        f"{run_dir / LOG_FILE} is not the log its run finished with: the run recorded "
+        f"{said.get('events')} events ending in hash {str(said.get('final_hash'))[:12]}, the "
+        f"log holds {lp.count} ending in {lp.last_hash[:12]}"
+        + (", then a torn line" if lp.torn_tail else "")
+        + ("" if ended else ", and it does not end with run.finished")
+        + "; it was cut, extended or rewritten after the run"
+    )
+
+
 def build_artifacts(
     run_dir: str | os.PathLike[str],
     *,
@@ -385,7 +483,9 @@ def build_artifacts(
     verify_chain: bool = True,
     workers: int | None = None,
 ) -> ArtifactSet:
-    """Stream ``<run_dir>/events.jsonl`` once and (re)write the four derived artifacts.
+    """Stream ``<run_dir>/events.jsonl`` once and (re)write the four derived artifacts,
+    with the record of how the run ended taken from the log: what the end of a run
+    writes, and what the verifier rebuilds to compare with.
 
     ``out_dir`` (default: the run directory) lets the verifier rebuild them elsewhere
     through this same path; ``verify_chain=False`` is only for diagnosing a log whose
@@ -394,10 +494,48 @@ def build_artifacts(
     Both give byte-identical artifacts; the sharded pass hands any problem to the
     one-process pass, so errors are always the same.
     """
+    return _build(Path(run_dir), out_dir, verify_chain, workers, None)
+
+
+def rescore_artifacts(
+    run_dir: str | os.PathLike[str],
+    *,
+    allow_incomplete: bool = False,
+    workers: int | None = None,
+) -> ArtifactSet:
+    """``effectbench rescore``: rebuild the artifacts in place, keeping the record of how
+    the run ended that its manifest.json holds (a rescore never writes one).
+
+    Refuses, writing nothing, while a run holds the log's lock, and when the log is not
+    the one the run finished with: no run.finished at its end (an interrupted run, to
+    resume), no record to check it against, or a count or final hash other than the
+    recorded ones. ``allow_incomplete`` scores such a log anyway; its manifest then
+    keeps the recorded values (or none), so the verifier still fails it.
+    """
+    from effectbench.scheduler import share_run_lock
+
+    root = Path(run_dir)
+    with share_run_lock(root / LOG_FILE) as free:
+        if not free:
+            raise ArtifactError(
+                f"{root} is in use by a run that has not ended; rescore it after the run "
+                "finishes (or is stopped)"
+            )
+        rescore = _Rescore(_RunRecord.recorded(root / MANIFEST_FILE), allow_incomplete)
+        return _build(root, None, True, workers, rescore)
+
+
+def _build(
+    run_dir: Path,
+    out_dir: str | os.PathLike[str] | None,
+    verify_chain: bool,
+    workers: int | None,
+    rescore: _Rescore | None,
+) -> ArtifactSet:
     from effectbench.projections.episodes import ProjectionError
 
-    log_path = Path(run_dir) / LOG_FILE
-    root = Path(out_dir) if out_dir is not None else Path(run_dir)
+    log_path = run_dir / LOG_FILE
+    root = Path(out_dir) if out_dir is not None else run_dir
     if not log_path.is_file():
         raise ArtifactError(
             f"no {LOG_FILE} in {run_dir}; give the run directory that holds the event log"
@@ -413,9 +551,15 @@ def build_artifacts(
         if lp is None:
             lp = _sequential_pass(log_path, root, verify_chain)
         plan = lp.facts.plan_facts()
+        record, incomplete = _RunRecord.of(lp), None
+        if rescore is not None:
+            incomplete = _not_as_recorded(lp, rescore.record, run_dir)
+            if incomplete is not None and not rescore.allow_incomplete:
+                raise ArtifactError(incomplete + _ANYWAY)
+            record = rescore.record or _NO_RECORD
         acc = lp.acc if lp.acc is not None else MetricsAccumulator(plan.index)
         metrics = acc.document(scoring_version())
-        manifest = _manifest(lp.facts, plan, acc, lp.count, lp.last_hash, lp.torn_tail, log_path)
+        manifest = _manifest(lp.facts, plan, acc, record, log_path)
         results_tmp = root / (RESULTS_FILE + ".tmp")
         with open(results_tmp, "wb") as out:
             if lp.spill is not None:
@@ -444,6 +588,7 @@ def build_artifacts(
         events=lp.count,
         episodes=lp.episodes,
         final_hash=lp.last_hash,
+        incomplete=incomplete,
     )
 
 
@@ -513,9 +658,7 @@ def _manifest(
     facts: _RunFacts,
     plan: _PlanFacts,
     acc: MetricsAccumulator,
-    events: int,
-    final_hash: str,
-    torn_tail: bool,
+    record: _RunRecord,
     log_path: Path,
 ) -> dict[str, Any]:
     from effectbench import __version__
@@ -549,13 +692,8 @@ def _manifest(
             "recorded": len(codes) - codes.count(0),
             "eligible": sum(1 for c in codes if c >= FIRST_ELIGIBLE),
         },
-        "run_finished": None if facts.finished is None else dict(facts.finished),
-        "log": {
-            "file": LOG_FILE,
-            "events": events,
-            "final_hash": final_hash,
-            "torn_tail": torn_tail,
-        },
+        "run_finished": None if record.run_finished is None else dict(record.run_finished),
+        "log": None if record.log is None else dict(record.log),
         "artifacts": list(ARTIFACT_FILES),
         "python": {
             "version": platform.python_version(),

@@ -259,16 +259,31 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
-def rescore(run_dir: Path) -> int:
-    """Rebuild every derived artifact of RUN_DIR from its events.jsonl alone."""
-    from effectbench.api import build_outputs
+@click.option(
+    "--allow-incomplete",
+    is_flag=True,
+    help="Also score a log that ends before its run finished or differs from the run's "
+    "record of its end; `effectbench verify` will not call the result sound.",
+)
+def rescore(run_dir: Path, allow_incomplete: bool) -> int:
+    """Rebuild every derived artifact of RUN_DIR from its events.jsonl, keeping the run's
+    record of how it ended."""
+    import orjson
+
+    from effectbench.artifacts import rescore_artifacts
 
     if not run_dir.is_dir():
         _fail(f"run directory {run_dir} does not exist")
     if not (run_dir / "events.jsonl").is_file():
         _fail(f"{run_dir} holds no events.jsonl; it is not a run directory")
-    metrics, _ = build_outputs(run_dir)
-    _headline(metrics, run_dir)
+    built = rescore_artifacts(run_dir, allow_incomplete=allow_incomplete)
+    if built.incomplete is not None:
+        click.echo(
+            f"effectbench: warning: {built.incomplete}; scored anyway, and "
+            "`effectbench verify` will not call the run sound",
+            err=True,
+        )
+    _headline(orjson.loads(built.metrics.read_bytes()), run_dir)
     return 0
 
 

@@ -10,6 +10,11 @@ Each worker keeps the usual slot-based MetricsAccumulator and spills result rows
 its own file; the parent merges the slots ("the later record of an episode wins", by
 the Projector's order key) and copies the rows out in plan order.
 
+The worker dies with the rescore that forked it (SIGKILL, SIGTERM, anything): it
+holds no end of the pipe but its own, asks Linux for SIGKILL when its parent dies,
+and writes to /dev/null rather than the caller's stdout and stderr, so a killed
+rescore never leaves a process behind that keeps a caller's stderr pipe open.
+
 Nothing here reports problems. Any failure in any worker (a bad line, a broken link,
 a protocol violation, a crashed process) makes ``sharded_pass`` return None, and the
 caller runs the one-process pass, which raises exactly the error it always raised. So
@@ -22,6 +27,8 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import signal
+import sys
 import tempfile
 import threading
 from array import array
@@ -45,6 +52,7 @@ _TRIAL_RUN: Final = 64
 """Consecutive trials of one (arm, task) stay in one shard, so results rows (plan order:
 arm, task, trial) come out of each worker's spill in runs, not one pread per row."""
 _CACHE_MAX: Final = 1 << 14
+_PR_SET_PDEATHSIG: Final = 1
 
 
 class _Unsound(Exception):
@@ -267,9 +275,52 @@ def _export(shard: _Shard) -> dict[str, Any]:
     return part
 
 
+def _ask_for_death_signal() -> None:
+    """prctl(PR_SET_PDEATHSIG, SIGKILL): the kernel kills this process when its parent
+    dies. Linux only; elsewhere the closed pipe end still ends the worker at its send."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _die_with(parent: int, parents_end: Any) -> None:
+    """Tie the forked worker's life to ``parent``'s.
+
+    The parent's end of the pipe is closed first: held here, it would keep the pipe
+    readable after the parent died, and a send larger than the pipe's buffer would then
+    block for ever. The death signal covers a parent killed while the worker scans (the
+    check after it, a parent that died before it was asked for). stdout and stderr go
+    to /dev/null, so a caller reading the rescore's stderr is never kept waiting by it.
+    """
+    parents_end.close()
+    _ask_for_death_signal()
+    if os.getppid() != parent:
+        os._exit(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+    finally:
+        os.close(devnull)
+
+
 def _child(
-    conn: Any, path: Path, end: int, w: int, workers: int, root: Path, spill_file: Any
+    conn: Any,
+    parents_end: Any,
+    parent: int,
+    path: Path,
+    end: int,
+    w: int,
+    workers: int,
+    root: Path,
+    spill_file: Any,
 ) -> None:
+    _die_with(parent, parents_end)
     part: dict[str, Any] | None = None
     try:
         # rows go into the file the parent opened before the fork, so it can read them
@@ -323,7 +374,9 @@ def sharded_pass(log_path: Path, root: Path, workers: int = 2) -> LogPass | None
     recv, send = ctx.Pipe(duplex=False)
     spill_file = tempfile.TemporaryFile(dir=root, prefix=".results-", suffix=".spill")  # noqa: SIM115
     proc = ctx.Process(
-        target=_child, args=(send, log_path, end, 1, 2, root, spill_file), daemon=True
+        target=_child,
+        args=(send, recv, os.getpid(), log_path, end, 1, 2, root, spill_file),
+        daemon=True,
     )
     mine: _Shard | None = None
     keep = False

@@ -359,6 +359,12 @@ def verify_run(
         # without it the final hash and count go unchecked: never skip that silently
         reasons.add(MANIFEST_FILE, f"is not a JSON object (got {type(manifest).__name__})")
     log_facts = manifest.get("log") if isinstance(manifest, dict) else None
+    if isinstance(manifest, dict) and not isinstance(log_facts, dict):
+        reasons.add(
+            MANIFEST_FILE,
+            "holds no record of how the run ended (log: final hash and event count), so a cut "
+            "or re-chained log cannot be ruled out",
+        )
     log_facts = log_facts if isinstance(log_facts, dict) else {}
     chain = verify_log(
         root / LOG_FILE,
