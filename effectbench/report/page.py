@@ -1,0 +1,66 @@
+"""One run's report: artifacts -> model -> drill-downs from the log -> report.html."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final
+
+from effectbench.report.data import RESULTS, ReportError, iter_results, load_run
+from effectbench.report.drill import (
+    DRILL_LIMIT,
+    EpisodeDrill,
+    ShotBudget,
+    collect_events,
+    drill,
+    select_episodes,
+)
+from effectbench.report.render import render, write_atomic
+
+__all__ = ["REPORT_FILE", "build_report"]
+
+REPORT_FILE: Final = "report.html"
+
+
+def _drills(data: Any, limit: int, wanted: Iterable[str]) -> tuple[list[EpisodeDrill], str]:
+    picked, note = select_episodes(data.episodes, limit, wanted)
+    by_slot = {e.slot: e for e in picked}
+    rows: dict[int, dict[str, Any]] = {}
+    for slot, row in enumerate(iter_results(data.run_dir / RESULTS)):
+        if slot in by_slot:
+            rows[slot] = row
+    events = collect_events(
+        data.run_dir,
+        (e.episode_id for e in picked),
+        data.identity.final_hash,
+        data.identity.events,
+    )
+    budget = ShotBudget()
+    drills = [
+        drill(e, rows.get(e.slot, {}), events.get(e.episode_id, []), data.run_dir, budget)
+        for e in picked
+    ]
+    return drills, note
+
+
+def build_report(
+    run_dir: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    drill_limit: int = DRILL_LIMIT,
+    episodes: Iterable[str] = (),
+) -> Path:
+    """Write the run's report (default ``<run_dir>/report.html``) and return its path.
+
+    Built only from manifest.json, metrics.json, results.jsonl and events.jsonl."""
+    root = Path(run_dir)
+    data = load_run(root)
+    drills, note = _drills(data, drill_limit, episodes)
+    html = render("run.html.j2", run=data, drills=drills, drill_note=note)
+    target = Path(out) if out is not None else root / REPORT_FILE
+    try:
+        write_atomic(target, html)
+    except OSError as exc:
+        raise ReportError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
