@@ -161,11 +161,18 @@ def _read_outputs(run_dir: Path) -> tuple[dict[str, Any], str]:
     return metrics, summary
 
 
-def build_outputs(run_dir: Path) -> tuple[dict[str, Any], str]:
-    """Rebuild every derived artifact from events.jsonl and return (metrics, summary)."""
+def build_outputs(run_dir: Path, *, report: bool = True) -> tuple[dict[str, Any], str]:
+    """Rebuild every derived artifact from events.jsonl and return (metrics, summary).
+
+    ``report`` also writes report.html from those artifacts (after them, so a report
+    that cannot be built never costs an artifact)."""
     from effectbench.artifacts import build_artifacts
 
     build_artifacts(run_dir)
+    if report:
+        from effectbench.report import build_report
+
+        build_report(run_dir)
     return _read_outputs(run_dir)
 
 
@@ -187,9 +194,11 @@ async def execute(
     observer: Observer | None = None,
     registry: Any = None,
     runs_root: str | os.PathLike[str] = "runs",
+    report: bool = True,
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
-    as None is taken from the recorded plan; given ones must match it."""
+    as None is taken from the recorded plan; given ones must match it. ``report``
+    False skips report.html."""
     if registry is None:
         from effectbench.registry import Registry
 
@@ -285,7 +294,9 @@ async def execute(
     outcome = await scheduler.run(state)
     if outcome.interrupted:
         return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
-    metrics, summary = await anyio.to_thread.run_sync(build_outputs, run_dir)
+    metrics, summary = await anyio.to_thread.run_sync(
+        functools.partial(build_outputs, run_dir, report=report)
+    )
     return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, False, outcome)
 
 
