@@ -301,8 +301,10 @@ def test_compare_refuses_runs_whose_plans_differ(fake_runs: tuple[Path, Path, Pa
     proc = _cli("compare", str(a), str(c), "--out", str(tmp_path / "x.html"), cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"effectbench: error: cannot pair {a} with {c}: trials per task differ (2 vs 3); "
-        "compare runs of the same pack, tasks and trials"
+        (
+            f"effectbench: error: cannot pair {a} with {c}: trials per task differ (2 vs 3); "
+            "compare runs of the same pack, tasks and trials"
+        )
     ]
     assert not (tmp_path / "x.html").exists()
 

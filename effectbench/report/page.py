@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from pathlib import Path
 from typing import Any, Final
 
-from effectbench.report.data import RESULTS, ReportError, iter_results, load_run
+import orjson
+
+from effectbench.report.data import RESULTS, ReportError, load_run
 from effectbench.report.drill import (
     DRILL_LIMIT,
     EpisodeDrill,
@@ -26,10 +28,7 @@ REPORT_FILE: Final = "report.html"
 def _drills(data: Any, limit: int, wanted: Iterable[str]) -> tuple[list[EpisodeDrill], str]:
     picked, note = select_episodes(data.episodes, limit, wanted)
     by_slot = {e.slot: e for e in picked}
-    rows: dict[int, dict[str, Any]] = {}
-    for slot, row in enumerate(iter_results(data.run_dir / RESULTS)):
-        if slot in by_slot:
-            rows[slot] = row
+    rows = _rows_at(data.run_dir / RESULTS, by_slot)
     events = collect_events(
         data.run_dir,
         (e.episode_id for e in picked),
@@ -42,6 +41,23 @@ def _drills(data: Any, limit: int, wanted: Iterable[str]) -> tuple[list[EpisodeD
         for e in picked
     ]
     return drills, note
+
+
+def _rows_at(path: Path, slots: Container[int]) -> dict[int, dict[str, Any]]:
+    """The results rows at ``slots`` (file order); the others are not parsed."""
+    rows: dict[int, dict[str, Any]] = {}
+    try:
+        with open(path, "rb") as f:
+            slot = 0
+            for line in f:
+                if not line.strip():
+                    continue
+                if slot in slots:
+                    rows[slot] = orjson.loads(line)
+                slot += 1
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ReportError(f"cannot read {path} ({exc}); rebuild it with `effectbench rescore`") from None
+    return rows
 
 
 def build_report(
