@@ -321,3 +321,33 @@ def test_the_model_takes_every_rate_from_metrics_json(mockmed_run: Path) -> None
     assert data.tasks_total == 9 and len(data.episodes) == 36
     partial = next(t for t in data.tasks if t.task_id == "mockmed::partial")
     assert partial.arms[0].counts[1] == 2  # screen_only: both trials SWER wrong write
+
+
+def _edit_post_read(run_dir: Path, rehash: bool) -> None:
+    """Change the SWER episode's post-read note in the log, optionally rehashing that line."""
+    log = run_dir / "events.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    i = next(
+        n for n, line in enumerate(lines)
+        if b'"episode.post_read"' in line and f'"{SWER_EPISODE}"'.encode() in line
+    )  # fmt: skip
+    line = lines[i].replace(b'"note":""', b'"note":"x"', 1)
+    assert line != lines[i]
+    if rehash:
+        prev = lines[i - 1][-66:-2]
+        h = hashlib.sha256(prev + b"\n" + line[:-72]).hexdigest().encode()
+        line = line[:-66] + h + b'"}'
+    lines[i] = line
+    log.write_bytes(b"\n".join(lines))
+
+
+@pytest.mark.parametrize("rehash", [False, True])
+def test_an_edited_line_of_a_shown_episode_is_refused(
+    mockmed_run: Path, tmp_path: Path, rehash: bool
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(mockmed_run, copy)
+    _edit_post_read(copy, rehash)
+    with pytest.raises(ReportError, match="does not chain from the previous line"):
+        build_report(copy, tmp_path / "r.html", episodes=[SWER_EPISODE])
+    assert not (tmp_path / "r.html").exists()
