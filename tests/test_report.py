@@ -323,15 +323,16 @@ def test_the_model_takes_every_rate_from_metrics_json(mockmed_run: Path) -> None
     assert partial.arms[0].counts[1] == 2  # screen_only: both trials SWER wrong write
 
 
-def _edit_post_read(run_dir: Path, rehash: bool) -> None:
-    """Change the SWER episode's post-read note in the log, optionally rehashing that line."""
+def _edit_last_line(run_dir: Path, rehash: bool) -> None:
+    """Edit the SWER episode's last line (its terminal event), optionally rehashing it.
+    The next line belongs to another episode, so only the check of the link after a
+    shown line can see a rehashed edit."""
     log = run_dir / "events.jsonl"
     lines = log.read_bytes().split(b"\n")
-    i = next(
-        n for n, line in enumerate(lines)
-        if b'"episode.post_read"' in line and f'"{SWER_EPISODE}"'.encode() in line
-    )  # fmt: skip
-    line = lines[i].replace(b'"note":""', b'"note":"x"', 1)
+    key = f'"ep":"{SWER_EPISODE}"'.encode()
+    i = max(n for n, line in enumerate(lines) if key in line)
+    assert key not in lines[i + 1]
+    line = lines[i].replace(b'"data":{}', b'"data":{"x":1}', 1)
     assert line != lines[i]
     if rehash:
         prev = lines[i - 1][-66:-2]
@@ -347,7 +348,7 @@ def test_an_edited_line_of_a_shown_episode_is_refused(
 ) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(mockmed_run, copy)
-    _edit_post_read(copy, rehash)
+    _edit_last_line(copy, rehash)
     with pytest.raises(ReportError, match="does not chain from the previous line"):
-        build_report(copy, tmp_path / "r.html", episodes=[SWER_EPISODE])
+        build_report(copy, tmp_path / "r.html", drill_limit=1, episodes=[SWER_EPISODE])
     assert not (tmp_path / "r.html").exists()
