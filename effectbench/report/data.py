@@ -466,12 +466,12 @@ def load_run(run_dir: str | Path) -> RunData:
 def _arm_versions(root: Path, manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     """The arms' code versions. The manifest does not repeat them; the plan in
     run.started (the log's first line) holds them."""
+    arms: Sequence[str] = manifest.get("arms") or ()
     try:
         with open(root / LOG, "rb") as f:
             first = f.readline()
         data = orjson.loads(first[: first.rfind(b',"h":"')] + b"}").get("data") or {}
+        versions = (data.get("plan") or {}).get("arm_versions") or {}
     except (OSError, orjson.JSONDecodeError, AttributeError):
-        return {}
-    versions = (data.get("plan") or {}).get("arm_versions") or {}
-    arms: Sequence[str] = manifest.get("arms") or ()
+        versions = {}  # unknown, shown as such
     return {a: versions.get(a) for a in arms}
