@@ -22,6 +22,7 @@ PLOT_W: Final = 360.0
 VALUE_W: Final = 240.0
 ROW_H: Final = 22.0
 TOP: Final = 18.0
+_GLYPHS: Final = {"circle": "\u25cf", "triangle": "\u25b2", "square": "\u25a0", "diamond": "\u25c6"}
 SHAPES: Final = {
     "SWER": "circle",
     "over-halt": "triangle",
@@ -78,6 +79,8 @@ class Chart:
     axis_y: float
     ticks: tuple[tuple[float, str], ...]
     marks: tuple[Mark, ...]
+    legend: str = ""
+    """The marks' key in words (shapes used, whiskers, the hatched bar when drawn)."""
 
 
 def _x(v: float | None) -> float | None:
@@ -129,6 +132,11 @@ def dot_chart(
         else:
             marks.append(_dot(y, label, value, shape))
     axis_y = round(TOP + ROW_H * len(rows) + 4, 1)
+    used = {m.shape for m in marks}
+    key = [f"{_GLYPHS[shape]} {name}" for name, shape in SHAPES.items() if shape in used]
+    legend = "Shapes: " + ", ".join(key) + "; whiskers are 95% intervals"
+    if "hatch" in used:
+        legend += "; the hatched bar spans task success to screen success"
     ticks = tuple((_x(t / 4) or 0.0, f"{25 * t}%") for t in range(5))
     return Chart(
         title=title,
@@ -139,6 +147,7 @@ def dot_chart(
         axis_y=axis_y,
         ticks=ticks,
         marks=tuple(marks),
+        legend=legend + ".",
     )
 
 
