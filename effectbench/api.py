@@ -148,11 +148,18 @@ def _read_outputs(run_dir: Path) -> tuple[dict[str, Any], str]:
     return metrics, summary
 
 
-def build_outputs(run_dir: Path) -> tuple[dict[str, Any], str]:
-    """Rebuild every derived artifact from events.jsonl and return (metrics, summary)."""
+def build_outputs(run_dir: Path, *, report: bool = True) -> tuple[dict[str, Any], str]:
+    """Rebuild every derived artifact from events.jsonl and return (metrics, summary).
+
+    ``report`` also writes report.html from those artifacts (after them, so a report
+    that cannot be built never costs an artifact)."""
     from effectbench.artifacts import build_artifacts
 
     build_artifacts(run_dir)
+    if report:
+        from effectbench.report import build_report
+
+        build_report(run_dir)
     return _read_outputs(run_dir)
 
 
@@ -174,11 +181,13 @@ async def execute(
     observer: Observer | None = None,
     registry: Any = None,
     runs_root: str | os.PathLike[str] = "runs",
+    report: bool = True,
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
     effectbench.rundir.RunDirLost when the run directory was replaced or removed under
-    the run: nothing of another run is ever returned as this one's."""
+    the run: nothing of another run is ever returned as this one's. ``report``
+    False skips report.html."""
     if registry is None:
         from effectbench.registry import Registry
 
@@ -274,7 +283,9 @@ async def execute(
     built: list[tuple[dict[str, Any], str]] = []
 
     async def finish() -> None:
-        built.append(await anyio.to_thread.run_sync(build_outputs, run_dir))
+        built.append(
+            await anyio.to_thread.run_sync(functools.partial(build_outputs, run_dir, report=report))
+        )
 
     # Built while the scheduler still holds the run's lock, and only from its own log.
     outcome = await scheduler.run(state, finish=finish)

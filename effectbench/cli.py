@@ -101,6 +101,9 @@ _force_option = click.option(
     help="Replace the effectbench run directory given with --out (never any other folder).",
 )
 _quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+_no_report_option = click.option(
+    "--no-report", is_flag=True, help="Do not write report.html (the HTML report)."
+)
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -158,6 +161,7 @@ def _given(ctx: click.Context, name: str) -> bool:
 )
 @_force_option
 @_quiet_option
+@_no_report_option
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -173,6 +177,7 @@ def run(
     provider_timeout: float,
     force: bool,
     quiet: bool,
+    no_report: bool,
 ) -> int:
     """Run arms on a provider's tasks and score them."""
     if episode_timeout is not None and not episode_timeout > 0:
@@ -209,6 +214,7 @@ def run(
         oracle_retries=oracle_retries,
         provider_timeout=provider_timeout,
         force=force,
+        report=not no_report,
         **kwargs,
     )
 
@@ -265,7 +271,8 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
     help="Also score a log that ends before its run finished or differs from the run's "
     "record of its end; `effectbench verify` will not call the result sound.",
 )
-def rescore(run_dir: Path, allow_incomplete: bool) -> int:
+@_no_report_option
+def rescore(run_dir: Path, allow_incomplete: bool, no_report: bool) -> int:
     """Rebuild every derived artifact of RUN_DIR from its events.jsonl, keeping the run's
     record of how it ended."""
     import orjson
@@ -283,7 +290,69 @@ def rescore(run_dir: Path, allow_incomplete: bool) -> int:
             "`effectbench verify` will not call the run sound",
             err=True,
         )
+    if not no_report and built.incomplete is None:
+        # A report checks the log against the run's record, which an incomplete log fails.
+        from effectbench.report import build_report
+
+        build_report(run_dir)
     _headline(orjson.loads(built.metrics.read_bytes()), run_dir)
+    return 0
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--out", "out_path", type=click.Path(path_type=Path), help="HTML file to write. [default: RUN_DIR/report.html]"
+)
+@click.option(
+    "--episode",
+    "episodes",
+    multiple=True,
+    metavar="ID",
+    help="Also give this episode a drill-down (repeatable), beyond the sampled ones.",
+)
+@click.option(
+    "--drill-limit",
+    type=int,
+    default=None,
+    callback=_positive_int("--drill-limit"),
+    help="Episodes with a drill-down before sampling starts. [default: 200]",
+)
+def report(
+    run_dir: Path, out_path: Path | None, episodes: tuple[str, ...], drill_limit: int | None
+) -> int:
+    """Write RUN_DIR's report: one self-contained HTML file, from its artifacts and log."""
+    from effectbench.report import build_report
+    from effectbench.report.drill import DRILL_LIMIT
+
+    if not run_dir.is_dir():
+        _fail(f"run directory {run_dir} does not exist")
+    if not (run_dir / "events.jsonl").is_file():
+        _fail(f"{run_dir} holds no events.jsonl; it is not a run directory")
+    limit = DRILL_LIMIT if drill_limit is None else drill_limit
+    written = build_report(run_dir, out_path, drill_limit=limit, episodes=episodes)
+    _out(f"report: {written}")
+    return 0
+
+
+@cli.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(path_type=Path),
+    default=Path("compare.html"),
+    show_default=True,
+    help="HTML file to write.",
+)
+def compare(run_dirs: tuple[Path, ...], out_path: Path) -> int:
+    """Put runs of one pack side by side in one report, paired per task and trial."""
+    from effectbench.report.compare import build_compare
+
+    if len(run_dirs) < 2:
+        _fail("give at least two run directories to compare")
+    written = build_compare(list(run_dirs), out_path)
+    _out(f"comparison: {written}")
     return 0
 
 
@@ -456,6 +525,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("effectbench.artifacts", ("ArtifactError",)),
         ("effectbench.audit", ("AuditError",)),
         ("effectbench.pack", ("PackError",)),
+        ("effectbench.report.data", ("ReportError",)),
     ):
         mod = sys.modules.get(module)
         for name in names:

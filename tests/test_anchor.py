@@ -49,6 +49,7 @@ def test_anchor_run_reproduces_the_pinned_values(tmp_path: Path) -> None:
     assert "SWER" in proc.stdout and "Traceback" not in proc.stderr
     metrics = orjson.loads((out / "metrics.json").read_bytes())
     so, ev = metrics["arms"]["screen_only"], metrics["arms"]["effect_verified"]
+    assert (out / "report.html").stat().st_size < 1_000_000  # docs/report.md: anchor under 1 MB
 
     assert _rate(so["swer"]) == (50, 90)
     assert _rate(so["swer_wrong_write"]) == (40, 90) and _rate(so["swer_phantom"]) == (10, 90)

@@ -1,0 +1,82 @@
+"""One run's report: artifacts -> model -> drill-downs from the log -> report.html."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Container, Iterable
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from effectbench.report.data import RESULTS, ReportError, load_run
+from effectbench.report.drill import (
+    DRILL_LIMIT,
+    EpisodeDrill,
+    ShotBudget,
+    collect_events,
+    drill,
+    select_episodes,
+)
+from effectbench.report.render import render, write_atomic
+
+__all__ = ["REPORT_FILE", "build_report"]
+
+REPORT_FILE: Final = "report.html"
+
+
+def _drills(data: Any, limit: int, wanted: Iterable[str]) -> tuple[list[EpisodeDrill], str]:
+    picked, note = select_episodes(data.episodes, limit, wanted)
+    by_slot = {e.slot: e for e in picked}
+    rows = _rows_at(data.run_dir / RESULTS, by_slot)
+    events = collect_events(
+        data.run_dir,
+        (e.episode_id for e in picked),
+        data.identity.final_hash,
+        data.identity.events,
+    )
+    budget = ShotBudget()
+    drills = [
+        drill(e, rows.get(e.slot, {}), events.get(e.episode_id, []), data.run_dir, budget)
+        for e in picked
+    ]
+    return drills, note
+
+
+def _rows_at(path: Path, slots: Container[int]) -> dict[int, dict[str, Any]]:
+    """The results rows at ``slots`` (file order); the others are not parsed."""
+    rows: dict[int, dict[str, Any]] = {}
+    try:
+        with open(path, "rb") as f:
+            slot = 0
+            for line in f:
+                if not line.strip():
+                    continue
+                if slot in slots:
+                    rows[slot] = orjson.loads(line)
+                slot += 1
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ReportError(f"cannot read {path} ({exc}); rebuild it with `effectbench rescore`") from None
+    return rows
+
+
+def build_report(
+    run_dir: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    drill_limit: int = DRILL_LIMIT,
+    episodes: Iterable[str] = (),
+) -> Path:
+    """Write the run's report (default ``<run_dir>/report.html``) and return its path.
+
+    Built only from manifest.json, metrics.json, results.jsonl and events.jsonl."""
+    root = Path(run_dir)
+    data = load_run(root)
+    drills, note = _drills(data, drill_limit, episodes)
+    html = render("run.html.j2", run=data, drills=drills, drill_note=note)
+    target = Path(out) if out is not None else root / REPORT_FILE
+    try:
+        write_atomic(target, html)
+    except OSError as exc:
+        raise ReportError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target

@@ -1,0 +1,103 @@
+"""Render a run (or several) to one self-contained HTML file.
+
+jinja2 templates under effectbench/templates/report/; the stylesheet and the few
+lines of script are inlined, charts are inline SVG, screenshots data URIs: the page
+makes no request and opens from the file system. Output depends only on its inputs
+(no clock, no random ids), so a rescore rewrites the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+
+from effectbench.report import charts
+from effectbench.report.data import OUTCOME_COLUMNS, Rate
+
+__all__ = ["render", "write_atomic"]
+
+_TEMPLATE_DIR: Final = "templates/report"
+
+
+def _resource(name: str) -> str:
+    return resources.files("effectbench").joinpath(f"{_TEMPLATE_DIR}/{name}").read_text("utf-8")
+
+
+@cache
+def _environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_resource),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(_FILTERS)
+    env.globals.update(
+        pct=charts.pct,
+        rate_text=charts.rate_text,
+        gap_text=charts.gap_text,
+        headline_chart=charts.headline_chart,
+        cell_chart=_cell_chart,
+        outcome_columns=OUTCOME_COLUMNS,
+        css=_resource("report.css"),
+        js=_resource("report.js"),
+    )
+    return env
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    """A telemetry number; None is "no source" (nothing reported it), never 0."""
+    return "no source" if x is None else f"{x:,.{digits}f}"
+
+
+def _usd(x: float | None) -> str:
+    return "no source" if x is None else f"${x:,.4f}"
+
+
+def _exact(x: float | None) -> str:
+    """A float as its shortest round-trip repr, for data attributes tests compare exactly."""
+    return "" if x is None else repr(float(x))
+
+
+def _short_category(c: str) -> str:
+    return c.split("_", 1)[0] if c[:1] == "C" and c[1:2].isdigit() else c
+
+
+def _cell_chart(arm: str, cells: Any) -> charts.Chart:
+    rows: list[tuple[str, Rate, str]] = []
+    for c in cells:
+        where = f"{_short_category(c.category)} {c.substrate}"
+        rows.append((f"{where} SWER", c.swer, charts.SHAPES["SWER"]))
+        rows.append((f"{where} success", c.task_success, charts.SHAPES["task success"]))
+    return charts.dot_chart(f"{arm}: SWER and task success per category x substrate", rows)
+
+
+def _yes_no(v: bool | None) -> str:
+    return "not covered" if v is None else ("yes" if v else "no")
+
+
+_FILTERS: Final[Mapping[str, Callable[..., str]]] = {
+    "num": _num,
+    "usd": _usd,
+    "exact": _exact,
+    "short_category": _short_category,
+    "yes_no": _yes_no,
+}
+
+
+def render(template: str, **context: Any) -> bytes:
+    return str(_environment().get_template(template).render(**context)).encode("utf-8")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
