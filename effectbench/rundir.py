@@ -24,9 +24,17 @@ from effectbench.events import SCHEMA_MAJOR, RunStarted
 
 LOG_NAME: Final = "events.jsonl"
 RUN_FILES: Final = frozenset(
-    {LOG_NAME, "results.jsonl", "manifest.json", "metrics.json", "summary.md", "audit.json"}
+    {
+        LOG_NAME,
+        "results.jsonl",
+        "manifest.json",
+        "metrics.json",
+        "summary.md",
+        "audit.json",
+        "report.html",
+    }
 )
-"""Every file a run, its artifacts or an audit write in the run directory. The log is
+"""Every file a run, its artifacts, its report or an audit write in the run directory. The log is
 also the lock file (scheduler._exclusive locks it); a run creates no subfolders."""
 _LEFTOVERS: Final = (*(f"{name}.tmp" for name in sorted(RUN_FILES)), ".results-*.spill")
 """What a killed artifact build can leave: the first half of an atomic write, and a

@@ -241,9 +241,10 @@ def test_an_empty_directory_needs_no_force(tmp_path: Path) -> None:
 def test_run_files_cover_what_runs_and_audits_write() -> None:
     from effectbench.artifacts import ARTIFACT_FILES
     from effectbench.audit import AUDIT_FILE
+    from effectbench.report.page import REPORT_FILE
     from effectbench.scheduler import LOG_NAME
 
-    assert {LOG_NAME, *ARTIFACT_FILES, AUDIT_FILE} == RUN_FILES
+    assert {LOG_NAME, *ARTIFACT_FILES, AUDIT_FILE, REPORT_FILE} == RUN_FILES
 
 
 def test_a_locked_run_dir_is_refused_in_process(tmp_path: Path, small_run: Path) -> None:
