@@ -56,7 +56,7 @@ from effectbench.events import (
     RunStarted,
 )
 from effectbench.model import AgentReport, FailureClass, Snapshot
-from effectbench.plan import EpisodeSpec, Plan, episodes
+from effectbench.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.provider import (
     BenchmarkProvider,
     ModelCall,
@@ -321,6 +321,8 @@ class Scheduler:
         self._failed = 0
         self._start_error: ProviderStartError | None = None
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
+        self._started = 0
+        self._all_started = False
 
     @property
     def log_path(self) -> Path:
@@ -334,10 +336,11 @@ class Scheduler:
     async def _run_locked(self, resume: ResumeState | None) -> RunOutcome:
         from effectbench.log import open_log_writer
 
-        all_specs = list(episodes(self.plan))
         kept = resume.terminated if resume else frozenset()
         abandoned = resume.unterminated if resume else ()
-        pending = [s for s in all_specs if s.episode_id not in kept]
+        total = self.plan.n_episodes
+        # A generator, never a list: a plan of millions costs no memory and no setup time.
+        pending = (s for s in episodes(self.plan) if s.episode_id not in kept)
         interrupted = False
         caught: list[int] = []
 
@@ -379,7 +382,7 @@ class Scheduler:
                     },
                 )
             if self.observer is not None:
-                self.observer.run_planned(self.plan, len(all_specs), len(all_specs) - len(pending))
+                self.observer.run_planned(self.plan, total, count_planned(self.plan, kept))
 
             try:
                 async with anyio.create_task_group() as outer:
@@ -390,7 +393,11 @@ class Scheduler:
                     # Interrupted means an episode of this session has no terminal event, for
                     # whatever reason; a signal after the last episode ended interrupts nothing.
                     done = self._finished + self._failed
-                    interrupted = self._start_error is not None or done < len(pending)
+                    interrupted = (
+                        self._start_error is not None
+                        or not self._all_started
+                        or done < self._started
+                    )
                     outer.cancel_scope.cancel()
             except BaseException:
                 interrupted = True
@@ -412,7 +419,7 @@ class Scheduler:
             run_id=self.run_id,
             interrupted=interrupted,
             signal=caught[0] if caught else None,
-            planned=len(all_specs),
+            planned=total,
             kept=len(kept),
             abandoned=len(abandoned),
             finished=self._finished,
@@ -428,7 +435,7 @@ class Scheduler:
                     work.cancel()
                 # later signals: already stopping; keep the handler so the log closes cleanly
 
-    async def _run_all(self, pending: Sequence[EpisodeSpec]) -> None:
+    async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
             await self.provider.start()
         except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
@@ -438,13 +445,14 @@ class Scheduler:
             )
             return
         try:
-            if pending:
-                limiter = anyio.CapacityLimiter(self.options.concurrency)
-                async with anyio.create_task_group() as tg:
-                    for spec in pending:
-                        token = object()  # a cheap unique borrower (specs hash by value, slowly)
-                        await limiter.acquire_on_behalf_of(token)
-                        tg.start_soon(self._episode_slot, spec, limiter, token)
+            limiter = anyio.CapacityLimiter(self.options.concurrency)
+            async with anyio.create_task_group() as tg:
+                for spec in pending:
+                    token = object()  # a cheap unique borrower (specs hash by value, slowly)
+                    await limiter.acquire_on_behalf_of(token)
+                    tg.start_soon(self._episode_slot, spec, limiter, token)
+                    self._started += 1
+                self._all_started = True
         finally:
             limit = self.options.teardown_timeout
             with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
@@ -471,7 +479,9 @@ class Scheduler:
             effect = converter.unstructure(spec.effect)
             # the same bytes Effect.content_hash() hashes, without unstructuring twice
             digest = hashlib.sha256(orjson.dumps(effect, option=orjson.OPT_SORT_KEYS)).hexdigest()
-            cached = self._effects[key] = (effect, digest)
+            cached = (effect, digest)
+            if len(self._effects) < RESOLVE_CACHE_MAX:  # bounded: memory flat in the plan size
+                self._effects[key] = cached
         effect, digest = cached
         return {
             "arm": spec.arm,
