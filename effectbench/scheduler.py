@@ -105,16 +105,18 @@ class SchedulerOptions:
             self.episode_timeout > 0 and math.isfinite(self.episode_timeout)
         ):
             raise ValueError(
-                f"--episode-timeout must be a positive number of seconds, got {self.episode_timeout}"
+                f"--episode-timeout must be a finite, positive number of seconds, got {self.episode_timeout}"
             )
         if not (self.provider_timeout > 0 and math.isfinite(self.provider_timeout)):
             raise ValueError(
-                f"provider_timeout must be a positive number of seconds, got {self.provider_timeout}"
+                f"--provider-timeout must be a finite, positive number of seconds, got {self.provider_timeout}"
             )
-        for name in ("oracle_backoff", "oracle_backoff_max"):
-            value = getattr(self, name)
+        for what, value in (
+            ("the oracle re-read backoff", self.oracle_backoff),
+            ("the oracle re-read backoff limit", self.oracle_backoff_max),
+        ):
             if not (value >= 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value}")
+                raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value}")
 
     def oracle_delay(self, attempt: int) -> float:
         """Seconds to wait before re-read number ``attempt`` (1 for the first re-read)."""
