@@ -7,7 +7,7 @@ UV := .tools/bin/uv
 VENV := .venv
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: setup demo test typecheck lint bench clean
+.PHONY: setup demo test typecheck lint bench dist clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -34,5 +34,11 @@ lint: setup
 bench: setup
 	for b in bench/[!_]*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done
 
+# Wheels and sdists of effectbench (MockMed inside) and of the example plugin, into
+# $(DIST)/: install them with pip anywhere (the packages are not on PyPI).
+DIST ?= dist
+dist: $(UV)
+	$(UV) build --all-packages --out-dir $(DIST)
+
 clean:
-	rm -rf .tools $(VENV) runs
+	rm -rf .tools $(VENV) runs dist

@@ -207,6 +207,11 @@ async def execute(
     state: ResumeState | None = None
     if resume is not None:
         run_dir = Path(resume)
+        if run_dir.exists() and not run_dir.is_dir():
+            raise RunError(
+                f"--resume {run_dir} is a file, not a run directory; give the directory that "
+                "holds events.jsonl"
+            )
         if not run_dir.is_dir():
             raise RunError(
                 f"run directory {run_dir} does not exist; check the path given to --resume"

@@ -485,4 +485,5 @@ def audit_cli_main(
         print(f"effectbench audit: error: {' '.join(str(exc).split())}", file=err)
         return 2
     print(format_audit(report), file=out)
+    print(f"run directory: {report.log_path.parent.absolute()}", file=out)
     return 0 if report.ok else 1

@@ -7,6 +7,8 @@ exit with code 2; a traceback appears only with ``--debug``.
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +21,11 @@ from effectbench import __version__
 EXIT_USAGE = 2
 _F = TypeVar("_F", bound=Callable[..., Any])
 EXIT_INTERRUPTED = 130
+_NO_ARGS_IS_HELP: tuple[type[click.ClickException], ...] = tuple(
+    t for t in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if isinstance(t, type)
+)
+"""Raised for a group called without a command (click >= 8.2; older click prints the help
+itself and exits 0)."""
 
 
 class _Settings:
@@ -245,7 +252,13 @@ def _headline(metrics: Any, run_dir: Path) -> None:
     from effectbench.console import format_headline
 
     _out(format_headline(metrics))
-    _out(f"run directory: {run_dir}")
+    _out(_where(run_dir))
+
+
+def _where(run_dir: Path) -> str:
+    """The run directory as an absolute path: by default it is created under runs/ in the
+    current directory, which a relative path does not make obvious."""
+    return f"run directory: {run_dir.absolute()}"
 
 
 def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
@@ -261,6 +274,13 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
         )
     _headline(result.metrics, result.run_dir)
     return 0
+
+
+def _not_a_run_dir(path: Path, command: str) -> str:
+    """For a file given where a run directory belongs (often the log itself)."""
+    if path.name == "events.jsonl":
+        return f"{path} is the event log, not its run directory; give the directory: effectbench {command} {path.parent}"
+    return f"{path} is a file, not a run directory; give the directory that holds events.jsonl"
 
 
 @cli.command()
@@ -279,6 +299,8 @@ def rescore(run_dir: Path, allow_incomplete: bool, no_report: bool) -> int:
 
     from effectbench.artifacts import rescore_artifacts
 
+    if run_dir.exists() and not run_dir.is_dir():
+        _fail(_not_a_run_dir(run_dir, "rescore"))
     if not run_dir.is_dir():
         _fail(f"run directory {run_dir} does not exist")
     if not (run_dir / "events.jsonl").is_file():
@@ -396,7 +418,11 @@ def export(run_dir: Path, system: str, out_path: Path) -> int:
         _fail(f"{run_dir} holds no events.jsonl; give a run directory")
     if out_path.exists():
         _fail(f"{out_path} already exists; choose another --out (a submission is never overwritten)")
-    written = export_submission(run_dir, system, out_path)
+    try:
+        written = export_submission(run_dir, system, out_path)
+    except OSError as exc:
+        writing = exc.filename is not None and Path(os.fsdecode(exc.filename)) == out_path
+        _fail(os_error_line(exc, "write to" if writing else "read"))
     _out(f"submission: {written} (check it with: effectbench verify {written})")
     return 0
 
@@ -452,14 +478,14 @@ def reference(
         force=force,
     )
     if result.interrupted:
-        return _interrupted(result, "interrupted; nothing was checked")
+        return _interrupted(result, f"interrupted; nothing was checked ({_where(result.run_dir)})")
     results_path = result.run_dir / "results.jsonl"
     rows_json = [
         orjson.loads(line) for line in results_path.read_bytes().splitlines() if line.strip()
     ]
     rows = reference_rows(PINNED, result.metrics, rows_json)
     _out(format_reference(rows))
-    _out(f"run directory: {result.run_dir}")
+    _out(_where(result.run_dir))
     bad = [r for r in rows if not r[4]]
     if bad:
         _out(f"{len(bad)} pinned value(s) differ: the harness no longer reproduces the anchor")
@@ -549,6 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("effectbench: interrupted", err=True)
         return EXIT_INTERRUPTED
+    except _NO_ARGS_IS_HELP as exc:  # bare `effectbench`: the help, as click prints it
+        exc.show()
+        return exc.exit_code
     except click.ClickException as exc:
         where = (
             exc.ctx.command_path
@@ -566,6 +595,33 @@ def main(argv: list[str] | None = None) -> int:
     return int(rv) if isinstance(rv, int) else 0
 
 
+_ERRNO_PHRASES: dict[int, str] = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "no such file or directory",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.EISDIR: "it is a directory",
+    errno.EEXIST: "it already exists",
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exhausted",
+    errno.EROFS: "the file system is read-only",
+    errno.ENAMETOOLONG: "the name is too long",
+}
+
+
+def os_error_line(err: OSError, verb: str = "access") -> str:
+    """An OSError as a sentence ("cannot write to X: permission denied"), never
+    "[Errno 13] Permission denied: 'X'"."""
+    text = err.strerror or str(err) or type(err).__name__
+    reason = _ERRNO_PHRASES.get(err.errno or 0) or text[:1].lower() + text[1:]
+    if err.filename is None:
+        return reason
+    target = os.fsdecode(err.filename)
+    if err.filename2 is not None:
+        return f"cannot {verb} {target} or {os.fsdecode(err.filename2)}: {reason}"
+    return f"cannot {verb} {target}: {reason}"
+
+
 def _report(raw: BaseException, debug: bool) -> int:
     """One line for an error (exit 2 for the user's, 1 for ours); a traceback only with --debug."""
     err = _leaf(raw)
@@ -579,6 +635,8 @@ def _report(raw: BaseException, debug: bool) -> int:
 
         traceback.print_exception(raw)
     message = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, OSError):
+        message = os_error_line(err)
     if isinstance(err, (*_user_error_types(), OSError)):
         click.echo(f"effectbench: error: {message}", err=True)
         return EXIT_USAGE

@@ -308,9 +308,18 @@ class LogReader:
             self.warnings.append(warn_torn_tail(self.path, n + 1, len(tail)))
 
 
+_TORN_WARNED: set[tuple[str, int, int]] = set()
+"""Torn tails already warned about by this process: ``verify`` reads a log three times,
+and one incomplete line is one warning."""
+
+
 def warn_torn_tail(path: str | os.PathLike[str], line_no: int, nbytes: int) -> str:
-    """Log (and return) the one warning for an incomplete last line, which readers skip."""
-    _log.warning("event_log.torn_tail", path=str(path), line=line_no, bytes=nbytes)
+    """Log (once per process) and return the warning for an incomplete last line, which
+    readers skip."""
+    key = (os.path.abspath(path), line_no, nbytes)
+    if key not in _TORN_WARNED:
+        _TORN_WARNED.add(key)
+        _log.warning("event_log.torn_tail", path=str(path), line=line_no, bytes=nbytes)
     return (
         f"{path}: line {line_no} is incomplete ({nbytes} bytes, no newline; "
         "the writer was probably killed mid-write) and was ignored"

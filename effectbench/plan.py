@@ -40,7 +40,13 @@ def hash_identity(plan: Mapping[str, Any]) -> str:
     scheduler, resume and the verifier."""
     return hashlib.sha256(canonical_json({k: plan.get(k) for k in IDENTITY_KEYS})).hexdigest()
 MAX_EPISODES = 10_000_000
-"""More is a typo (or needs splitting with --task): the plan is held in memory."""
+"""More is a typo (or needs splitting with --task). Episodes are generated lazily, so the
+cap guards against a slip of the keyboard, not against memory."""
+
+RESOLVE_CACHE_MAX = 4096
+"""(task, trial) pairs whose params and resolved effect are kept for the next arm. Bounded,
+so planning costs the same memory for 10k episodes as for 10M; beyond it, a pair is
+resolved again for each arm (a few microseconds)."""
 
 
 class PlanError(ValueError):
@@ -232,21 +238,41 @@ def episode_id(arm: str, task_id: str, trial: int) -> str:
 
 
 def episodes(plan: Plan) -> Iterator[EpisodeSpec]:
-    """Every episode in the one deterministic order: for arm, for task, for trial."""
+    """Every episode in the one deterministic order: for arm, for task, for trial.
+
+    Lazy: a run holds only the episodes in flight, never the plan's millions."""
     resolved: dict[tuple[str, int], tuple[dict[str, str], Effect]] = {}
     index = 0
     for arm in plan.arms:
         for task in plan.tasks:
             for trial in range(plan.trials):
                 key = (task.task_id, trial)
-                if key not in resolved:
+                hit = resolved.get(key)
+                if hit is None:
                     params = trial_params(task, trial)
-                    resolved[key] = (params, task.expected_effect.resolve(params))
-                params, effect = resolved[key]
+                    hit = (params, task.expected_effect.resolve(params))
+                    if len(resolved) < RESOLVE_CACHE_MAX:
+                        resolved[key] = hit
+                params, effect = hit
                 yield EpisodeSpec(
                     episode_id(arm, task.task_id, trial), index, arm, task, trial, params, effect
                 )
                 index += 1
+
+
+def count_planned(plan: Plan, ids: Iterable[str]) -> int:
+    """How many of ``ids`` are episodes of ``plan``, without listing the plan's episodes
+    (a resume's already-done count for a plan of millions)."""
+    task_ids = frozenset(plan.task_ids)
+    prefixes = [(arm + "::", len(arm) + 2) for arm in plan.arms]
+
+    def planned(ep: str) -> bool:
+        head, sep, trial = ep.rpartition("::t")
+        if not sep or not trial.isdigit() or str(int(trial)) != trial or int(trial) >= plan.trials:
+            return False
+        return any(head.startswith(p) and head[n:] in task_ids for p, n in prefixes)
+
+    return sum(1 for ep in ids if planned(ep))
 
 
 def diff_plans(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
@@ -301,6 +327,7 @@ __all__ = [
     "PlanError",
     "ProviderInfo",
     "build_plan",
+    "count_planned",
     "default_versions",
     "diff_plans",
     "episode_id",

@@ -56,7 +56,7 @@ from effectbench.events import (
     RunStarted,
 )
 from effectbench.model import AgentReport, FailureClass, Snapshot
-from effectbench.plan import EpisodeSpec, Plan, episodes
+from effectbench.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.provider import (
     BenchmarkProvider,
     ModelCall,
@@ -105,16 +105,18 @@ class SchedulerOptions:
             self.episode_timeout > 0 and math.isfinite(self.episode_timeout)
         ):
             raise ValueError(
-                f"--episode-timeout must be a positive number of seconds, got {self.episode_timeout}"
+                f"--episode-timeout must be a finite, positive number of seconds, got {self.episode_timeout}"
             )
         if not (self.provider_timeout > 0 and math.isfinite(self.provider_timeout)):
             raise ValueError(
-                f"provider_timeout must be a positive number of seconds, got {self.provider_timeout}"
+                f"--provider-timeout must be a finite, positive number of seconds, got {self.provider_timeout}"
             )
-        for name in ("oracle_backoff", "oracle_backoff_max"):
-            value = getattr(self, name)
+        for what, value in (
+            ("the oracle re-read backoff", self.oracle_backoff),
+            ("the oracle re-read backoff limit", self.oracle_backoff_max),
+        ):
             if not (value >= 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value}")
+                raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value}")
 
     def oracle_delay(self, attempt: int) -> float:
         """Seconds to wait before re-read number ``attempt`` (1 for the first re-read)."""
@@ -355,6 +357,8 @@ class Scheduler:
         self._failed = 0
         self._start_error: ProviderStartError | None = None
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
+        self._started = 0
+        self._all_started = False
 
     @property
     def log_path(self) -> Path:
@@ -386,10 +390,11 @@ class Scheduler:
     async def _run_locked(self, resume: ResumeState | None) -> RunOutcome:
         from effectbench.log import open_log_writer
 
-        all_specs = list(episodes(self.plan))
         kept = resume.terminated if resume else frozenset()
         abandoned = resume.unterminated if resume else ()
-        pending = [s for s in all_specs if s.episode_id not in kept]
+        total = self.plan.n_episodes
+        # A generator, never a list: a plan of millions costs no memory and no setup time.
+        pending = (s for s in episodes(self.plan) if s.episode_id not in kept)
         interrupted = False
         caught: list[int] = []
 
@@ -431,7 +436,7 @@ class Scheduler:
                     },
                 )
             if self.observer is not None:
-                self.observer.run_planned(self.plan, len(all_specs), len(all_specs) - len(pending))
+                self.observer.run_planned(self.plan, total, count_planned(self.plan, kept))
 
             try:
                 async with anyio.create_task_group() as outer:
@@ -442,7 +447,11 @@ class Scheduler:
                     # Interrupted means an episode of this session has no terminal event, for
                     # whatever reason; a signal after the last episode ended interrupts nothing.
                     done = self._finished + self._failed
-                    interrupted = self._start_error is not None or done < len(pending)
+                    interrupted = (
+                        self._start_error is not None
+                        or not self._all_started
+                        or done < self._started
+                    )
                     outer.cancel_scope.cancel()
             except BaseException:
                 interrupted = True
@@ -464,7 +473,7 @@ class Scheduler:
             run_id=self.run_id,
             interrupted=interrupted,
             signal=caught[0] if caught else None,
-            planned=len(all_specs),
+            planned=total,
             kept=len(kept),
             abandoned=len(abandoned),
             finished=self._finished,
@@ -481,7 +490,7 @@ class Scheduler:
                     work.cancel()
                 # later signals: already stopping; keep the handler so the log closes cleanly
 
-    async def _run_all(self, pending: Sequence[EpisodeSpec]) -> None:
+    async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
             await self.provider.start()
         except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
@@ -491,13 +500,14 @@ class Scheduler:
             )
             return
         try:
-            if pending:
-                limiter = anyio.CapacityLimiter(self.options.concurrency)
-                async with anyio.create_task_group() as tg:
-                    for spec in pending:
-                        token = object()  # a cheap unique borrower (specs hash by value, slowly)
-                        await limiter.acquire_on_behalf_of(token)
-                        tg.start_soon(self._episode_slot, spec, limiter, token)
+            limiter = anyio.CapacityLimiter(self.options.concurrency)
+            async with anyio.create_task_group() as tg:
+                for spec in pending:
+                    token = object()  # a cheap unique borrower (specs hash by value, slowly)
+                    await limiter.acquire_on_behalf_of(token)
+                    tg.start_soon(self._episode_slot, spec, limiter, token)
+                    self._started += 1
+                self._all_started = True
         finally:
             limit = self.options.teardown_timeout
             with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
@@ -524,7 +534,9 @@ class Scheduler:
             effect = converter.unstructure(spec.effect)
             # the same bytes Effect.content_hash() hashes, without unstructuring twice
             digest = hashlib.sha256(orjson.dumps(effect, option=orjson.OPT_SORT_KEYS)).hexdigest()
-            cached = self._effects[key] = (effect, digest)
+            cached = (effect, digest)
+            if len(self._effects) < RESOLVE_CACHE_MAX:  # bounded: memory flat in the plan size
+                self._effects[key] = cached
         effect, digest = cached
         return {
             "arm": spec.arm,

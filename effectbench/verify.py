@@ -120,6 +120,15 @@ class _Reasons:
         if n <= _MAX_PER_SOURCE:
             self.items.append(f"{source}: {text}")
 
+    def remove(self, source: str, text: str) -> bool:
+        """Take back a reason another one explains (an artifact an interrupted run never built)."""
+        line = f"{source}: {text}"
+        if line not in self.items:
+            return False
+        self.items.remove(line)
+        self._per[source] -= 1
+        return True
+
     def close(self) -> list[str]:
         out = list(self.items)
         for source, n in self._per.items():
@@ -185,11 +194,15 @@ def _load_json(path: Path, reasons: _Reasons) -> Any:
 # --------------------------------------------------------------------------- run directory
 
 
-def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
-    """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan."""
+def _plan_checks(
+    run_dir: Path, verify_chain: bool, reasons: _Reasons, known_bad_line: int | None = None
+) -> None:
+    """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan.
+
+    ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
     from effectbench.codec import converter
     from effectbench.events import TERMINAL_TYPES
-    from effectbench.log import LogError, read_log
+    from effectbench.log import LogCorrupt, LogError, read_log
     from effectbench.plan import episode_id, hash_identity, pack_fingerprint
 
     source = LOG_FILE
@@ -276,7 +289,8 @@ def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
                         f"event #{ev.seq} ({ev.ep}): {field} {d.get(field)!r} differs from the plan",
                     )
     except LogError as exc:
-        reasons.add(source, f"cannot be read past {exc}")
+        if not (isinstance(exc, LogCorrupt) and exc.line_no == known_bad_line):
+            reasons.add(source, f"cannot be read past {exc}")
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
@@ -339,6 +353,25 @@ def _first_difference(a: str, b: str) -> int:
     return min(len(la), len(lb)) + 1
 
 
+def _explain_unbuilt(rebuilt_manifest: Mapping[str, Any], reasons: _Reasons, hint: str) -> None:
+    """An interrupted run never built its artifacts: one reason that says so and how to go
+    on, instead of one "missing" per file."""
+    finished = rebuilt_manifest.get("run_finished")
+    if isinstance(finished, Mapping) and finished.get("interrupted") is False:
+        return
+    unbuilt = [
+        name
+        for name in (MANIFEST_FILE, METRICS_FILE, RESULTS_FILE, SUMMARY_FILE)
+        if reasons.remove(name, "missing")
+    ]
+    if unbuilt:
+        reasons.add(
+            LOG_FILE,
+            f"the run was interrupted before it completed, so {', '.join(unbuilt)} "
+            f"{'was' if len(unbuilt) == 1 else 'were'} never built{hint}",
+        )
+
+
 def verify_run(
     run_dir: str | os.PathLike[str], *, expected_pack_fingerprint: str | None = None
 ) -> VerifyReport:
@@ -371,18 +404,24 @@ def verify_run(
         expected_final_hash=log_facts.get("final_hash"),
         expected_count=log_facts.get("events"),
     )
+    resume = f"continue it with `effectbench run --resume {root}`"
+    bad = None
     if not chain.ok:
         where = f"line {chain.first_bad_line}: " if chain.first_bad_line is not None else ""
-        reasons.add(LOG_FILE, f"hash chain check failed: {where}{chain.reason}")
+        bad = f"{where}{chain.reason}"
+        reasons.add(LOG_FILE, f"hash chain check failed: {bad}")
     if chain.torn_tail:
-        reasons.add(LOG_FILE, "ends in a torn (incomplete) line; rescore after the run is complete")
-    _plan_checks(root, verify_chain=False, reasons=reasons)
+        reasons.add(
+            LOG_FILE, f"ends in a torn (incomplete) line: the run was killed mid-write; {resume}"
+        )
+    _plan_checks(root, verify_chain=False, reasons=reasons, known_bad_line=chain.first_bad_line)
     with tempfile.TemporaryDirectory(prefix="effectbench-verify-") as tmp:
         rebuilt_dir = Path(tmp)
         try:
             build_artifacts(root, out_dir=rebuilt_dir, verify_chain=False)
         except ArtifactError as exc:
-            reasons.add(LOG_FILE, f"labels and metrics cannot be re-derived: {exc}")
+            if bad is None or bad not in str(exc):  # else the chain line above says it all
+                reasons.add(LOG_FILE, f"labels and metrics cannot be re-derived: {exc}")
             return VerifyReport.of(reasons.close())
         _compare_results(root / RESULTS_FILE, rebuilt_dir / RESULTS_FILE, reasons)
         rebuilt_metrics = orjson.loads((rebuilt_dir / METRICS_FILE).read_bytes())
@@ -419,6 +458,7 @@ def verify_run(
                     SUMMARY_FILE,
                     f"differs from the summary rebuilt from the log (first at line {_first_difference(given, rebuilt)})",
                 )
+        _explain_unbuilt(rebuilt_manifest, reasons, "" if chain.torn_tail else f"; {resume}")
     return VerifyReport.of(reasons.close())
 
 

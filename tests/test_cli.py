@@ -78,6 +78,15 @@ USER_ERRORS = {
     "export over a file": (["export", "{small}", "--system", "scripted", "--out", "{file}"], "already exists"),
     "out not empty": (["run", "--out", "{small}"], "--resume"),
     "unknown command": (["frobnicate"], "frobnicate"),
+    "rescore the log file": (["rescore", "{small}/events.jsonl"], "is the event log, not its run directory; give the directory: effectbench rescore {small}"),
+    "rescore a file": (["rescore", "{file}"], "is a file, not a run directory"),
+    "resume a file": (["run", "--resume", "{file}"], "is a file, not a run directory"),
+    "infinite provider timeout": (["run", "--provider-timeout", "inf"], "--provider-timeout must be a finite"),
+    "infinite episode timeout": (["run", "--episode-timeout", "inf"], "--episode-timeout must be a finite"),
+    "export under a file": (
+        ["export", "{small}", "--system", "scripted", "--out", "{file}/s.json"],
+        "cannot write to {file}/s.json: a part of the path is a file, not a directory",
+    ),
 }
 
 
@@ -101,12 +110,15 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path: Path, small_run: Path, ca
         for k, v in subs.items():
             a = a.replace(k, v)
         argv.append(a)
+    for k, v in subs.items():
+        expected = expected.replace(k, v)
     proc = _cli(*argv, cwd=tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr + proc.stdout
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert expected in lines[0]
+    assert "[Errno" not in lines[0]
     assert (small_run / "events.jsonl").read_bytes() == before, "recorded data changed"
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
@@ -276,3 +288,150 @@ def test_verify_checks_the_published_pack_fingerprint(tmp_path: Path, small_run:
     assert _cli("verify", str(sub), "--pack-fingerprint", fingerprint, cwd=tmp_path).returncode == 0
     proc = _cli("verify", str(sub), "--pack-fingerprint", other, cwd=tmp_path)
     assert proc.returncode == 1 and f"is not the expected {other}" in proc.stdout, proc.stdout
+
+
+# --------------------------------------------------------------------------- rough edges
+
+
+def test_bare_command_prints_the_help_as_click_does(tmp_path: Path) -> None:
+    proc = _cli(cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "Usage: effectbench [OPTIONS] COMMAND [ARGS]..."
+    assert "Commands:" in lines and any(line.strip().startswith("rescore") for line in lines)
+    assert "error:" not in proc.stderr
+
+
+def test_python_dash_m_effectbench_is_the_command(tmp_path: Path) -> None:
+    import effectbench
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "effectbench", "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"effectbench {effectbench.__version__}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "effectbench", "rescore", str(tmp_path / "nowhere")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def _killed_copy(src: Path, dst: Path, keep: int, torn: bool) -> Path:
+    """What a SIGKILL leaves: the first ``keep`` lines (and a torn piece of the next), no
+    derived artifacts."""
+    dst.mkdir()
+    lines = (src / "events.jsonl").read_bytes().splitlines(keepends=True)
+    (dst / "events.jsonl").write_bytes(b"".join(lines[:keep]) + (lines[keep][:30] if torn else b""))
+    return dst
+
+
+def test_verify_points_an_interrupted_run_at_resume_once(tmp_path: Path, small_run: Path) -> None:
+    for torn in (False, True):
+        run = _killed_copy(small_run, tmp_path / f"killed-{torn}", 12, torn)
+        proc = _cli("verify", str(run), cwd=tmp_path)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        reasons = [line for line in proc.stdout.splitlines() if line.startswith("  - ")]
+        hint = f"effectbench run --resume {run}"
+        assert sum(hint in r for r in reasons) == 1, reasons
+        assert not any("missing" in r or "rescore after" in r for r in reasons), reasons
+        assert "never built" in proc.stdout
+        assert proc.stderr.count("event_log.torn_tail") == (1 if torn else 0), proc.stderr
+
+
+def test_verify_reports_an_unreadable_line_once(tmp_path: Path, small_run: Path) -> None:
+    run = tmp_path / "bad"
+    shutil.copytree(small_run, run)
+    lines = (run / "events.jsonl").read_bytes().splitlines(keepends=True)
+    lines[5] = lines[5][:40] + b"\n"
+    (run / "events.jsonl").write_bytes(b"".join(lines))
+    proc = _cli("verify", str(run), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    mentions = [line for line in proc.stdout.splitlines() if "line 6:" in line]
+    assert len(mentions) == 1 and "hash chain check failed" in mentions[0], proc.stdout
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"provider_timeout": float("inf")},
+        {"provider_timeout": 0.0},
+        {"episode_timeout": float("nan")},
+        {"oracle_backoff": -1.0},
+        {"oracle_backoff_max": float("inf")},
+    ],
+)
+def test_time_limit_messages_name_no_internal_identifiers(bad: dict[str, float]) -> None:
+    import re
+
+    from effectbench.scheduler import SchedulerOptions
+
+    with pytest.raises(ValueError) as caught:
+        SchedulerOptions(**bad)
+    message = str(caught.value)
+    assert re.search(r"\b[a-z]+_[a-z_]+\b", message) is None, message
+    assert "seconds" in message
+
+
+def test_an_os_error_is_one_readable_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    from effectbench.cli import _report, os_error_line
+
+    denied = PermissionError(errno.EACCES, "Permission denied", "/srv/runs/x")
+    assert os_error_line(denied, "write to") == "cannot write to /srv/runs/x: permission denied"
+    assert _report(denied, debug=False) == 2
+    assert capsys.readouterr().err == "effectbench: error: cannot access /srv/runs/x: permission denied\n"
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert os_error_line(full) == "no space left on the device"
+
+
+@pytest.mark.timeout(300)
+def test_reference_and_audit_say_where_their_run_directory_is(tmp_path: Path) -> None:
+    proc = _cli("reference", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (made,) = (tmp_path / "runs").iterdir()
+    assert f"run directory: {made}" in proc.stdout.splitlines()
+    proc = _cli("audit", "--provider", "example-notes", "--trials", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (audited,) = set((tmp_path / "runs").iterdir()) - {made}
+    assert f"run directory: {audited}" in proc.stdout.splitlines()
+
+
+@pytest.mark.timeout(300)
+def test_make_dist_builds_both_wheels(tmp_path: Path) -> None:
+    """Offline: hatchling comes from uv's cache, filled when `make setup` built the
+    workspace."""
+    import zipfile
+
+    root = TESTS.parent
+    assert (root / ".tools" / "bin" / "uv").exists(), "run `make setup` first"
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "dist", f"DIST={tmp_path}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "UV_OFFLINE": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.endswith((".whl", ".tar.gz")))
+    assert names == [
+        "effectbench-0.1.0-py3-none-any.whl",
+        "effectbench-0.1.0.tar.gz",
+        "effectbench_example_notes-0.1.0-py3-none-any.whl",
+        "effectbench_example_notes-0.1.0.tar.gz",
+    ]
+    with zipfile.ZipFile(tmp_path / names[0]) as wheel:
+        files = set(wheel.namelist())
+        entry_points = wheel.read("effectbench-0.1.0.dist-info/entry_points.txt").decode()
+    assert {"effectbench/__main__.py", "effectbench_mockmed/__init__.py"} <= files
+    assert "effectbench = effectbench.cli:main" in entry_points
+    assert "mockmed = effectbench_mockmed:MockMedProvider" in entry_points

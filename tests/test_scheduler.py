@@ -121,15 +121,25 @@ def test_a_glob_that_selects_nothing_is_refused() -> None:
 
 
 class _CountingArm:
+    """Holds every episode until ``bound`` run at once (or every episode has started), so
+    the peak reaches the bound however slowly the machine starts them."""
+
     name = "counting"
 
-    def __init__(self) -> None:
-        self.live = 0
-        self.peak = 0
+    def __init__(self, bound: int, total: int) -> None:
+        self.bound, self.total = bound, total
+        self.live = self.started = self.peak = 0
+        self.full = anyio.Event()
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         self.live += 1
+        self.started += 1
         self.peak = max(self.peak, self.live)
+        if self.live == self.bound or self.started == self.total:
+            self.full.set()
+        await self.full.wait()
+        # a window for an episode beyond the bound to start and be counted (reaching the
+        # bound does not depend on it)
         await anyio.sleep(0.002)
         self.live -= 1
         return AgentReport(reported_success=False, halted=True)
@@ -139,7 +149,7 @@ class _CountingArm:
 def test_concurrency_is_a_hard_bound_and_every_episode_ends_once(
     tmp_path: Path, concurrency: int
 ) -> None:
-    arm = _CountingArm()
+    arm = _CountingArm(concurrency, 24)
     provider = FakeProvider(("ok", "phantom"))
     log = _run(tmp_path, provider, {"counting": arm}, 12, concurrency=concurrency)
     assert arm.peak == concurrency

@@ -1,0 +1,7 @@
+"""``python -m effectbench``: the same command as ``effectbench``."""
+
+import sys
+
+from effectbench.cli import main
+
+sys.exit(main())
