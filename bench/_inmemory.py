@@ -15,8 +15,8 @@ from pathlib import Path
 
 import anyio
 
-from effectbench.arm import TaskView
-from effectbench.model import (
+from effectbench.core.arm import TaskView
+from effectbench.core.model import (
     AgentReport,
     Category,
     Effect,
@@ -28,9 +28,9 @@ from effectbench.model import (
     Snapshot,
     TaskSpec,
 )
-from effectbench.plan import ProviderInfo, build_plan
-from effectbench.provider import EnvHandle, ProvisionedEpisode
-from effectbench.scheduler import Scheduler, SchedulerOptions
+from effectbench.core.provider import EnvHandle, ProvisionedEpisode
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
 
 
 def bench_task(i: int) -> TaskSpec:

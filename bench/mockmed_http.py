@@ -23,10 +23,10 @@ import anyio
 from _common import load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed import MockMedProvider
 
-from effectbench.arm import Arm
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
-from effectbench.plan import ProviderInfo, build_plan
-from effectbench.scheduler import Scheduler, SchedulerOptions
+from effectbench.core.arm import Arm
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
 
 TARGET_AT_64 = 500.0
 ROOT = Path(__file__).resolve().parent.parent

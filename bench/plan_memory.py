@@ -31,8 +31,8 @@ import orjson
 from _common import load_line, loadavg, median, parser, table, write_json
 from _inmemory import InMemoryProvider, NoopArm
 
-from effectbench.model import TaskSpec
-from effectbench.provider import ProvisionedEpisode
+from effectbench.core.model import TaskSpec
+from effectbench.core.provider import ProvisionedEpisode
 
 TARGET_RATIO = 1.5
 N_TASKS = 100

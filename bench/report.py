@@ -32,9 +32,9 @@ from _inmemory import InMemoryProvider, NoopArm
 from rescore import entries, record_template
 
 from effectbench.api import build_outputs
-from effectbench.log import write_events_sync
-from effectbench.plan import ProviderInfo, build_plan
-from effectbench.scheduler import Scheduler, SchedulerOptions
+from effectbench.log.reader import write_events_sync
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
 
 TARGET_S = 10.0
 TARGET_MB = 10.0

@@ -33,13 +33,13 @@ import orjson
 from _common import load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed import MockMedProvider
 
-from effectbench.arm import Arm
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
-from effectbench.artifacts import build_artifacts
-from effectbench.log import LogEntry, read_log, write_events_sync
-from effectbench.model import trial_tag
-from effectbench.plan import ProviderInfo, build_plan
-from effectbench.scheduler import Scheduler, SchedulerOptions
+from effectbench.core.arm import Arm
+from effectbench.core.model import trial_tag
+from effectbench.log.reader import LogEntry, read_log, write_events_sync
+from effectbench.outputs.artifacts import build_artifacts
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
 
 TARGET_EPS = 500_000.0
 TARGET_RSS_RATIO = 1.5

@@ -17,26 +17,26 @@ _LAZY = {
     "evaluate_provider_async": "effectbench.api",
     "RunResult": "effectbench.api",
     "RunError": "effectbench.api",
-    "Arm": "effectbench.arm",
-    "TaskView": "effectbench.arm",
-    "BenchmarkProvider": "effectbench.provider",
-    "EnvHandle": "effectbench.provider",
-    "Oracle": "effectbench.provider",
-    "ProductDriver": "effectbench.provider",
-    "ProductResponse": "effectbench.provider",
-    "ProductVerifier": "effectbench.provider",
-    "ProvisionedEpisode": "effectbench.provider",
-    "SkipEpisode": "effectbench.provider",
-    "Telemetry": "effectbench.provider",
-    "ModelCall": "effectbench.provider",
-    "AgentReport": "effectbench.model",
-    "Effect": "effectbench.model",
-    "FieldEquals": "effectbench.model",
-    "OracleSpec": "effectbench.model",
-    "ParamRef": "effectbench.model",
-    "RecordWritten": "effectbench.model",
-    "Snapshot": "effectbench.model",
-    "TaskSpec": "effectbench.model",
+    "Arm": "effectbench.core.arm",
+    "TaskView": "effectbench.core.arm",
+    "BenchmarkProvider": "effectbench.core.provider",
+    "EnvHandle": "effectbench.core.provider",
+    "Oracle": "effectbench.core.provider",
+    "ProductDriver": "effectbench.core.provider",
+    "ProductResponse": "effectbench.core.provider",
+    "ProductVerifier": "effectbench.core.provider",
+    "ProvisionedEpisode": "effectbench.core.provider",
+    "SkipEpisode": "effectbench.core.provider",
+    "Telemetry": "effectbench.core.provider",
+    "ModelCall": "effectbench.core.provider",
+    "AgentReport": "effectbench.core.model",
+    "Effect": "effectbench.core.model",
+    "FieldEquals": "effectbench.core.model",
+    "OracleSpec": "effectbench.core.model",
+    "ParamRef": "effectbench.core.model",
+    "RecordWritten": "effectbench.core.model",
+    "Snapshot": "effectbench.core.model",
+    "TaskSpec": "effectbench.core.model",
 }
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
         evaluate_provider,
         evaluate_provider_async,
     )
-    from effectbench.arm import Arm, TaskView
-    from effectbench.model import (
+    from effectbench.core.arm import Arm, TaskView
+    from effectbench.core.model import (
         AgentReport,
         Effect,
         FieldEquals,
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         Snapshot,
         TaskSpec,
     )
-    from effectbench.provider import (
+    from effectbench.core.provider import (
         BenchmarkProvider,
         EnvHandle,
         ModelCall,

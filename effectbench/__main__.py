@@ -2,6 +2,6 @@
 
 import sys
 
-from effectbench.cli import main
+from effectbench.cli.commands import main
 
 sys.exit(main())

@@ -18,10 +18,10 @@ import anyio
 import attrs
 import orjson
 
-from effectbench.arm import Arm
-from effectbench.plan import Plan, PlanError, ProviderInfo, build_plan, diff_plans
-from effectbench.provider import BenchmarkProvider
-from effectbench.scheduler import (
+from effectbench.core.arm import Arm
+from effectbench.core.provider import BenchmarkProvider
+from effectbench.run.plan import Plan, PlanError, ProviderInfo, build_plan, diff_plans
+from effectbench.run.scheduler import (
     LOG_NAME,
     Observer,
     ResumeState,
@@ -130,8 +130,8 @@ def _run_id(plan: Plan) -> str:
 
 
 def _prepare_out(out: Path, force: bool) -> None:
-    """Create a fresh run directory; --force replaces only a run directory (effectbench.rundir)."""
-    from effectbench.rundir import OutDirError, prepare_out_dir
+    """Create a fresh run directory; --force replaces only a run directory (effectbench.run.outdir)."""
+    from effectbench.run.outdir import OutDirError, prepare_out_dir
 
     try:
         prepare_out_dir(out, force=force)
@@ -153,7 +153,7 @@ def build_outputs(run_dir: Path, *, report: bool = True) -> tuple[dict[str, Any]
 
     ``report`` also writes report.html from those artifacts (after them, so a report
     that cannot be built never costs an artifact)."""
-    from effectbench.artifacts import build_artifacts
+    from effectbench.outputs.artifacts import build_artifacts
 
     build_artifacts(run_dir)
     if report:
@@ -189,7 +189,7 @@ async def execute(
     the run: nothing of another run is ever returned as this one's. ``report``
     False skips report.html."""
     if registry is None:
-        from effectbench.registry import Registry
+        from effectbench.run.registry import Registry
 
         registry = Registry()
     try:
@@ -251,7 +251,7 @@ async def execute(
         ) from None
     import importlib_metadata
 
-    from effectbench.registry import ARMS, PROVIDERS
+    from effectbench.run.registry import ARMS, PROVIDERS
 
     # Scanning every installed distribution costs ~45 ms: only for plugins given as
     # objects or module:attribute references, which entry-point metadata does not cover.

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 
-from effectbench.arm import TaskView
-from effectbench.model import (
+from effectbench.core.arm import TaskView
+from effectbench.core.model import (
     AgentReport,
     Category,
     Effect,
@@ -26,7 +26,7 @@ from effectbench.model import (
     Snapshot,
     TaskSpec,
 )
-from effectbench.provider import (
+from effectbench.core.provider import (
     EnvHandle,
     ProductResponse,
     ProvisionedEpisode,

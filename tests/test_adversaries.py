@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectbench.arm import Arm, TaskView
 from effectbench.arms.adversaries import (
     ADVERSARY_NAMES,
     REFERENCE_NAME,
@@ -25,8 +24,8 @@ from effectbench.arms.adversaries import (
     WrongTargetArm,
     parse_episode_id,
 )
-from effectbench.judge import judge
-from effectbench.model import (
+from effectbench.core.arm import Arm, TaskView
+from effectbench.core.model import (
     AgentReport,
     Effect,
     FieldEquals,
@@ -38,7 +37,8 @@ from effectbench.model import (
     TrueState,
     trial_tag,
 )
-from effectbench.provider import EnvHandle, ProductResponse
+from effectbench.core.provider import EnvHandle, ProductResponse
+from effectbench.scoring.judge import judge
 
 TASK_ID = "demo::notes"
 PARAMS_TEMPLATE = {"note": "triage note {tag}", "record_key": "key-{tag}"}

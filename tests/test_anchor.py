@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from effectbench.console import format_reference, reference_rows
+from effectbench.cli.console import format_reference, reference_rows
 
 _SCRIPT = Path(sys.executable).with_name("effectbench")
 EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]

@@ -12,15 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from effectbench.artifacts import (
-    ARTIFACT_FILES,
-    ArtifactError,
-    build_artifacts,
-    recompute_metrics_from_results,
-    record_from_row,
-)
-from effectbench.codec import converter
-from effectbench.events import (
+from effectbench.core.codec import converter
+from effectbench.core.events import (
     ArmStarted,
     ArmTelemetry,
     EpisodeFailed,
@@ -34,8 +27,7 @@ from effectbench.events import (
     RunStarted,
     event_data,
 )
-from effectbench.log import LogEntry, write_events_sync
-from effectbench.model import (
+from effectbench.core.model import (
     Category,
     Effect,
     FieldEquals,
@@ -46,7 +38,15 @@ from effectbench.model import (
     TaskSpec,
     trial_params,
 )
-from effectbench.plan import Plan, ProviderInfo, build_plan, episode_id, episodes
+from effectbench.log.reader import LogEntry, write_events_sync
+from effectbench.outputs.artifacts import (
+    ARTIFACT_FILES,
+    ArtifactError,
+    build_artifacts,
+    recompute_metrics_from_results,
+    record_from_row,
+)
+from effectbench.run.plan import Plan, ProviderInfo, build_plan, episode_id, episodes
 
 # --------------------------------------------------------------------------- synthetic runs
 

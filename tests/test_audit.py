@@ -21,7 +21,7 @@ import attrs
 import orjson
 import pytest
 
-from effectbench.audit import (
+from effectbench.audit.checks import (
     AUDIT_ARMS,
     AUDIT_FILE,
     AuditError,
@@ -32,7 +32,7 @@ from effectbench.audit import (
     audit_provider,
     format_audit,
 )
-from effectbench.model import (
+from effectbench.core.model import (
     Category,
     Effect,
     FieldEquals,
@@ -44,8 +44,8 @@ from effectbench.model import (
     Substrate,
     TaskSpec,
 )
-from effectbench.provider import EnvHandle, ProductResponse, ProvisionedEpisode
-from effectbench.sql_oracle import SqliteAllTablesOracle
+from effectbench.core.provider import EnvHandle, ProductResponse, ProvisionedEpisode
+from effectbench.oracles.sqlite import SqliteAllTablesOracle
 
 # --- a tiny SQLite product with planted weaknesses ----------------------------------------------
 
@@ -493,7 +493,7 @@ def test_a_log_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
 def _rechain(events: Sequence[dict[str, Any]], path: Path) -> Path:
     """Write events as a well-formed log (seq renumbered, hash chain recomputed): what
     anyone can produce without a secret, so the audit must not trust its claims."""
-    from effectbench.log import encode_line
+    from effectbench.log.reader import encode_line
 
     prev, out = "0" * 64, []
     for seq, e in enumerate(events):

@@ -16,11 +16,9 @@ import pytest
 from effectbench_mockmed import PINNED, TASKS, MockMedProvider
 from effectbench_mockmed.anchor import TRIALS
 
-from effectbench.arm import Arm, TaskView
 from effectbench.arms import EffectVerifiedArm, ScreenOnlyArm
-from effectbench.classify import classify
-from effectbench.judge import judge
-from effectbench.model import (
+from effectbench.core.arm import Arm, TaskView
+from effectbench.core.model import (
     AgentReport,
     JSONScalar,
     Outcome,
@@ -28,7 +26,9 @@ from effectbench.model import (
     TrueState,
     trial_params,
 )
-from effectbench.provider import EnvHandle, ProductResponse
+from effectbench.core.provider import EnvHandle, ProductResponse
+from effectbench.scoring.classify import classify
+from effectbench.scoring.judge import judge
 
 pytestmark = pytest.mark.anyio
 

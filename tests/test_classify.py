@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from effectbench.classify import classify
-from effectbench.model import Outcome, SwerVariant, TrueState
+from effectbench.core.model import Outcome, SwerVariant, TrueState
+from effectbench.scoring.classify import classify
 
 S, SWE, FA, WA, OH, SH = (
     Outcome.SUCCESS,

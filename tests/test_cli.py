@@ -142,7 +142,7 @@ def test_version_and_plugin_listings(tmp_path: Path) -> None:
 
 
 def test_version_imports_nothing_heavy() -> None:
-    code = "import sys, effectbench.cli; print(sorted(m for m in ('anyio','aiohttp','httpx','uvicorn','rich','jinja2','cattrs','structlog') if m in sys.modules))"
+    code = "import sys, effectbench.cli.commands; print(sorted(m for m in ('anyio','aiohttp','httpx','uvicorn','rich','jinja2','cattrs','structlog') if m in sys.modules))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
@@ -251,7 +251,7 @@ def test_sigterm_stops_reference_gracefully_with_exit_143(tmp_path: Path) -> Non
     import signal
     import time
 
-    from effectbench.log import read_log, verify_log
+    from effectbench.log.reader import read_log, verify_log
 
     out = tmp_path / "ref"
     proc = subprocess.Popen(
@@ -371,7 +371,7 @@ def test_verify_reports_an_unreadable_line_once(tmp_path: Path, small_run: Path)
 def test_time_limit_messages_name_no_internal_identifiers(bad: dict[str, float]) -> None:
     import re
 
-    from effectbench.scheduler import SchedulerOptions
+    from effectbench.run.scheduler import SchedulerOptions
 
     with pytest.raises(ValueError) as caught:
         SchedulerOptions(**bad)
@@ -383,7 +383,7 @@ def test_time_limit_messages_name_no_internal_identifiers(bad: dict[str, float])
 def test_an_os_error_is_one_readable_line(capsys: pytest.CaptureFixture[str]) -> None:
     import errno
 
-    from effectbench.cli import _report, os_error_line
+    from effectbench.cli.commands import _report, os_error_line
 
     denied = PermissionError(errno.EACCES, "Permission denied", "/srv/runs/x")
     assert os_error_line(denied, "write to") == "cannot write to /srv/runs/x: permission denied"

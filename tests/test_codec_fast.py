@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectbench.codec import converter, structure_effect_resolved, structure_snapshot
-from effectbench.model import Effect, Snapshot
+from effectbench.core.codec import converter, structure_effect_resolved, structure_snapshot
+from effectbench.core.model import Effect, Snapshot
 
 scalars = st.one_of(
     st.none(),

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from effectbench.classify import classify
-from effectbench.model import FailureClass, TrueState
+from effectbench.core.model import FailureClass, TrueState
 from effectbench.projections.compare import Pair, paired_difference
 from effectbench.projections.metrics import MetricsAccumulator, PlanIndex, TaskAxes
-from effectbench.records import EpisodeRecord
+from effectbench.scoring.classify import classify
+from effectbench.scoring.records import EpisodeRecord
 
 SUCCESS = (True, TrueState.CORRECT, True)
 WRONG_WRITE = (True, TrueState.WRONG_PERSISTED, True)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from effectbench.codec import converter
-from effectbench.events import (
+from effectbench.core.codec import converter
+from effectbench.core.events import (
     ArmAction,
     ArmStarted,
     ArmTelemetry,
@@ -24,8 +24,7 @@ from effectbench.events import (
     RunStarted,
     event_data,
 )
-from effectbench.log import LoggedEvent
-from effectbench.model import (
+from effectbench.core.model import (
     Effect,
     FailureClass,
     FieldEquals,
@@ -36,6 +35,7 @@ from effectbench.model import (
     SwerVariant,
     TrueState,
 )
+from effectbench.log.reader import LoggedEvent
 from effectbench.projections.episodes import ProjectionError, fold_episode, project_episodes
 
 NOTE = "triage note 43b6666f11c2"

@@ -12,7 +12,7 @@ import pytest
 from fakes import FakeProvider, HangingArm, RaisingArm, ScriptedArm
 
 from effectbench.api import RunResult, evaluate_provider
-from effectbench.log import read_log
+from effectbench.log.reader import read_log
 
 TRIALS = 2
 
@@ -155,7 +155,7 @@ def test_every_class_in_one_run_keeps_each_episode_to_itself(tmp_path: Path) -> 
 
 def test_a_provider_that_cannot_start_leaves_a_resumable_log(tmp_path: Path) -> None:
     from effectbench.api import execute
-    from effectbench.scheduler import ProviderStartError
+    from effectbench.run.scheduler import ProviderStartError
 
     class Broken(FakeProvider):
         async def start(self) -> None:

@@ -18,11 +18,11 @@ import pytest
 from fakes import FakeProvider, ScriptedArm, load_run
 
 from effectbench.api import RunError, evaluate_provider
-from effectbench.arm import TaskView
-from effectbench.log import write_events_sync
-from effectbench.model import AgentReport
-from effectbench.provider import EnvHandle
-from effectbench.rundir import RUN_FILES, prepare_out_dir
+from effectbench.core.arm import TaskView
+from effectbench.core.model import AgentReport
+from effectbench.core.provider import EnvHandle
+from effectbench.log.reader import write_events_sync
+from effectbench.run.outdir import RUN_FILES, prepare_out_dir
 
 TESTS = Path(__file__).resolve().parent
 _SCRIPT = Path(sys.executable).with_name("effectbench")
@@ -194,7 +194,7 @@ def test_force_never_replaces_cwd_its_parents_or_home_even_if_they_look_like_run
 def test_audit_and_reference_force_are_guarded_too(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from effectbench.audit import audit_cli_main
+    from effectbench.audit.checks import audit_cli_main
 
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -239,10 +239,10 @@ def test_an_empty_directory_needs_no_force(tmp_path: Path) -> None:
 
 
 def test_run_files_cover_what_runs_and_audits_write() -> None:
-    from effectbench.artifacts import ARTIFACT_FILES
-    from effectbench.audit import AUDIT_FILE
+    from effectbench.audit.checks import AUDIT_FILE
+    from effectbench.outputs.artifacts import ARTIFACT_FILES
     from effectbench.report.page import REPORT_FILE
-    from effectbench.scheduler import LOG_NAME
+    from effectbench.run.scheduler import LOG_NAME
 
     assert {LOG_NAME, *ARTIFACT_FILES, AUDIT_FILE, REPORT_FILE} == RUN_FILES
 
@@ -336,8 +336,8 @@ def test_an_audit_never_reports_a_log_that_replaced_its_own(
 ) -> None:
     """Another run takes the path while the artifacts are built (they audit the log too)
     or once the run's lock is free, just before the audit reads the log back."""
-    import effectbench.audit as audit_mod
-    from effectbench.rundir import RunDirLost
+    import effectbench.audit.checks as audit_mod
+    from effectbench.run.outdir import RunDirLost
 
     real = audit_mod.audit_log
 

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectbench.judge import judge
-from effectbench.model import (
+from effectbench.core.model import (
     Effect,
     FieldEquals,
     InvalidSpec,
@@ -20,6 +19,7 @@ from effectbench.model import (
     TrueState,
     VerdictStatus,
 )
+from effectbench.scoring.judge import judge
 
 NOTE = "triage note 43b6666f11c2"
 KEY = "key-43b6666f11c2"

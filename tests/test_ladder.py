@@ -30,17 +30,17 @@ from effectbench_mockmed.packs_ladder import (
     MockMedLadderProvider,
 )
 
-from effectbench.arm import TaskView
 from effectbench.arms.ladder import EffectFullArm, EffectRestArm, ScreenArm
-from effectbench.judge import judge
-from effectbench.model import (
+from effectbench.core.arm import TaskView
+from effectbench.core.model import (
     JSONScalar,
     Snapshot,
     TaskSpec,
     TrueState,
 )
-from effectbench.provider import BenchmarkProvider, EnvHandle, ProductResponse, Telemetry
-from effectbench.sql_oracle import SqliteAllTablesOracle, read_all_tables
+from effectbench.core.provider import BenchmarkProvider, EnvHandle, ProductResponse, Telemetry
+from effectbench.oracles.sqlite import SqliteAllTablesOracle, read_all_tables
+from effectbench.scoring.judge import judge
 
 pytestmark = pytest.mark.anyio
 
@@ -239,7 +239,7 @@ async def test_read_only_channel_sees_what_the_rest_readback_hides(
         # the channel is read-only: a write through the arm's reader fails
         import sqlite3
 
-        from effectbench.sql_oracle import connect_ro
+        from effectbench.oracles.sqlite import connect_ro
 
         conn = connect_ro(path)
         try:

@@ -15,8 +15,9 @@ import orjson
 import pytest
 import structlog
 
-from effectbench import events as ev
-from effectbench.log import (
+from effectbench.core import events as ev
+from effectbench.core.model import FailureClass
+from effectbench.log.reader import (
     GENESIS_HASH,
     ChainBroken,
     LogCorrupt,
@@ -32,7 +33,6 @@ from effectbench.log import (
     verify_log,
     write_events_sync,
 )
-from effectbench.model import FailureClass
 from effectbench.schema import load_event_schema
 
 EP = "screen_only::mm-create-001::t0"

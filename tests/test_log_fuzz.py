@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effectbench.events import EVENT_TYPES
-from effectbench.log import (
+from effectbench.core.events import EVENT_TYPES
+from effectbench.log.reader import (
     GENESIS_HASH,
     LogEntry,
     LogError,

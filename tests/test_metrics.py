@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectbench.classify import classify
-from effectbench.model import FailureClass, TrueState
+from effectbench.core.model import FailureClass, TrueState
 from effectbench.projections.metrics import (
     METRICS_SCHEMA,
     TELEMETRY_FIELDS,
@@ -21,7 +20,8 @@ from effectbench.projections.metrics import (
     TaskAxes,
 )
 from effectbench.projections.passk import AttemptCost
-from effectbench.records import EpisodeRecord, EpisodeTelemetry
+from effectbench.scoring.classify import classify
+from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
 RATE_KEYS = (
     "swer",

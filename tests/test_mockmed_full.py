@@ -25,11 +25,11 @@ from effectbench_mockmed.store import ANCHOR_SCHEMA
 
 from effectbench.api import evaluate_provider_async
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
-from effectbench.audit import audit_provider, is_refusal_control
-from effectbench.judge import judge
-from effectbench.model import Category, Split, TaskSpec, TrueState, resolve_value, trial_params
-from effectbench.plan import pack_fingerprint
-from effectbench.provider import BenchmarkProvider
+from effectbench.audit.checks import audit_provider, is_refusal_control
+from effectbench.core.model import Category, Split, TaskSpec, TrueState, resolve_value, trial_params
+from effectbench.core.provider import BenchmarkProvider
+from effectbench.run.plan import pack_fingerprint
+from effectbench.scoring.judge import judge
 
 pytestmark = pytest.mark.anyio
 

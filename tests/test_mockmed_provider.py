@@ -24,7 +24,7 @@ from effectbench_mockmed.store import EncounterStore, build_template
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectbench.model import (
+from effectbench.core.model import (
     Category,
     InvalidSpec,
     JSONScalar,
@@ -35,7 +35,7 @@ from effectbench.model import (
     trial_params,
     trial_tag,
 )
-from effectbench.provider import BenchmarkProvider, EnvHandle, ProvisionedEpisode
+from effectbench.core.provider import BenchmarkProvider, EnvHandle, ProvisionedEpisode
 
 pytestmark = pytest.mark.anyio
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effectbench.codec import converter, from_json, to_json
-from effectbench.model import (
+from effectbench.core.codec import converter, from_json, to_json
+from effectbench.core.model import (
     SPEC_VERSION,
     Category,
     Effect,

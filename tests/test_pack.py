@@ -18,9 +18,9 @@ from effectbench_mockmed.provider import MockMedProvider
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectbench.model import Split, TaskSpec
-from effectbench.pack import SEALED_KEYS, public_pack_manifest, redact_task_entry
-from effectbench.plan import pack_fingerprint
+from effectbench.audit.pack import SEALED_KEYS, public_pack_manifest, redact_task_entry
+from effectbench.core.model import Split, TaskSpec
+from effectbench.run.plan import pack_fingerprint
 
 EFFECTBENCH = str(Path(sys.executable).with_name("effectbench"))
 SEALED = [t for t in FULL_TASKS if t.split is Split.TEST]
@@ -176,8 +176,8 @@ def test_audit_evidence_attests_its_own_pack_only(tmp_path: Path) -> None:
     import anyio
     import pytest
 
-    from effectbench.audit import audit_log, audit_provider
-    from effectbench.pack import PackError
+    from effectbench.audit.checks import audit_log, audit_provider
+    from effectbench.audit.pack import PackError
 
     report = anyio.run(
         lambda: audit_provider(MockMedProvider(), out_dir=tmp_path / "audit", trials=1, concurrency=16)

@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
-from effectbench import artifacts
 from effectbench.api import evaluate
-from effectbench.artifacts import ARTIFACT_FILES, ArtifactError, build_artifacts
-from effectbench.log import LogEntry, read_log, write_events_sync
-from effectbench.parallel import shard_of, sharded_pass
+from effectbench.log.reader import LogEntry, read_log, write_events_sync
+from effectbench.outputs import artifacts
+from effectbench.outputs.artifacts import ARTIFACT_FILES, ArtifactError, build_artifacts
+from effectbench.outputs.parallel import shard_of, sharded_pass
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from effectbench.model import FailureClass, Outcome
+from effectbench.core.model import FailureClass, Outcome
 from effectbench.projections.metrics import MetricsAccumulator, PlanIndex, TaskAxes
 from effectbench.projections.passk import (
     AttemptCost,
@@ -18,7 +18,7 @@ from effectbench.projections.passk import (
     unbiased_estimators,
     unbiased_ks,
 )
-from effectbench.records import EpisodeRecord, EpisodeTelemetry
+from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
 
 def r6(block: dict[str, Any]) -> dict[str, Any]:

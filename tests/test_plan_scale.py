@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fakes import FakeProvider
 
-from effectbench.log import read_log, verify_log
-from effectbench.plan import ProviderInfo, build_plan, count_planned, episode_id, episodes
+from effectbench.log.reader import read_log, verify_log
+from effectbench.run.plan import ProviderInfo, build_plan, count_planned, episode_id, episodes
 
 _SCRIPT = Path(sys.executable).with_name("effectbench")
 EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from effectbench.arm import Arm
-from effectbench.provider import BenchmarkProvider
-from effectbench.registry import (
+from effectbench.core.arm import Arm
+from effectbench.core.provider import BenchmarkProvider
+from effectbench.run.registry import (
     ARMS,
     PROVIDERS,
     DuplicatePluginWarning,
@@ -333,7 +333,7 @@ def test_installed_environment_lists_lazily_and_isolates_a_broken_plugin(
     script = textwrap.dedent(
         """
         import json, sys
-        from effectbench.registry import PROVIDERS, Registry, format_plugin_table
+        from effectbench.run.registry import PROVIDERS, Registry, format_plugin_table
         watched = ["effectbench_mockmed", "effectbench_example_notes", sys.argv[1], sys.argv[2]]
         reg = Registry()
         names = reg.names(PROVIDERS)

@@ -20,11 +20,11 @@ import pytest
 from fakes import FakeProvider, ScriptedArm
 
 from effectbench.api import evaluate_provider
-from effectbench.artifacts import ArtifactError, build_artifacts, rescore_artifacts
-from effectbench.log import LogEntry, read_log, verify_log, write_events_sync
-from effectbench.parallel import MIN_PARALLEL_BYTES
-from effectbench.scheduler import run_lock_held
-from effectbench.verify import verify_run
+from effectbench.log.reader import LogEntry, read_log, verify_log, write_events_sync
+from effectbench.outputs.artifacts import ArtifactError, build_artifacts, rescore_artifacts
+from effectbench.outputs.parallel import MIN_PARALLEL_BYTES
+from effectbench.run.scheduler import run_lock_held
+from effectbench.verify.run_check import verify_run
 
 TESTS = Path(__file__).resolve().parent
 _SCRIPT = Path(sys.executable).with_name("effectbench")

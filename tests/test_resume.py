@@ -15,8 +15,8 @@ import pytest
 from fakes import load_run
 
 from effectbench.api import evaluate
-from effectbench.events import TERMINAL_TYPES
-from effectbench.log import read_log, verify_log
+from effectbench.core.events import TERMINAL_TYPES
+from effectbench.log.reader import read_log, verify_log
 
 ARGS = ["--trials", "2", "--concurrency", "2", "-q"]
 N_EPISODES = 2 * 9 * 2

@@ -9,13 +9,13 @@ import anyio
 import pytest
 from fakes import FakeProvider, ScriptedArm
 
-from effectbench.arm import TaskView
-from effectbench.events import TERMINAL_TYPES
-from effectbench.log import read_log, verify_log
-from effectbench.model import AgentReport, trial_params
-from effectbench.plan import PlanError, ProviderInfo, build_plan, diff_plans, episodes
-from effectbench.provider import EnvHandle
-from effectbench.scheduler import Scheduler, SchedulerOptions, load_resume_state
+from effectbench.core.arm import TaskView
+from effectbench.core.events import TERMINAL_TYPES
+from effectbench.core.model import AgentReport, trial_params
+from effectbench.core.provider import EnvHandle
+from effectbench.log.reader import read_log, verify_log
+from effectbench.run.plan import PlanError, ProviderInfo, build_plan, diff_plans, episodes
+from effectbench.run.scheduler import Scheduler, SchedulerOptions, load_resume_state
 
 INFO = ProviderInfo("fake", "1.0")
 
@@ -50,8 +50,8 @@ def test_one_episode_emits_the_lifecycle_in_order(tmp_path: Path) -> None:
     planned = events[1].data
     assert planned["params"] == trial_params(FakeProvider().tasks()[0], 0)
     assert planned["effect"]["field_equals"][0]["expected"] == planned["params"]["note"]
-    from effectbench.codec import converter
-    from effectbench.model import Effect
+    from effectbench.core.codec import converter
+    from effectbench.core.model import Effect
 
     assert planned["effect_hash"] == converter.structure(planned["effect"], Effect).content_hash()
     post = events[8].data["snapshot"]
@@ -172,7 +172,7 @@ def test_events_of_concurrent_episodes_stay_ordered_per_episode(tmp_path: Path) 
 
 
 def test_resume_state_sees_terminated_and_unterminated(tmp_path: Path) -> None:
-    from effectbench.log import write_events_sync
+    from effectbench.log.reader import write_events_sync
 
     log = tmp_path / "events.jsonl"
     write_events_sync(
@@ -201,7 +201,7 @@ def test_a_run_directory_in_use_is_refused(tmp_path: Path) -> None:
     import fcntl
     import os
 
-    from effectbench.scheduler import ResumeError
+    from effectbench.run.scheduler import ResumeError
 
     log = tmp_path / "events.jsonl"
     fd = os.open(log, os.O_RDWR | os.O_CREAT)
@@ -285,8 +285,8 @@ def test_a_hanging_provider_stop_is_bounded(tmp_path: Path) -> None:
 def test_a_resume_refuses_a_log_that_grew_after_it_was_read(tmp_path: Path) -> None:
     """Another process finished episodes between our read of the log and our lock on it:
     resuming from the stale read would abandon and rerun finished episodes."""
-    from effectbench.log import write_events_sync
-    from effectbench.scheduler import ResumeError
+    from effectbench.log.reader import write_events_sync
+    from effectbench.run.scheduler import ResumeError
 
     provider = FakeProvider(("ok",))
     log = _run(tmp_path, provider, {"scripted": ScriptedArm()}, 2)
@@ -310,7 +310,7 @@ def test_model_calls_an_arm_records_become_telemetry_and_cost(tmp_path: Path) ->
     import orjson
 
     from effectbench.api import evaluate_provider
-    from effectbench.provider import ModelCall
+    from effectbench.core.provider import ModelCall
 
     class Billed(ScriptedArm):
         name = "billed"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectbench.model import Effect, FieldEquals, ParamRef, RecordWritten, Row, Snapshot
-from effectbench.provider import Oracle
-from effectbench.sql_oracle import (
+from effectbench.core.model import Effect, FieldEquals, ParamRef, RecordWritten, Row, Snapshot
+from effectbench.core.provider import Oracle
+from effectbench.oracles.sqlite import (
     SqliteAllTablesOracle,
     connect_ro,
     diff_snapshots,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectbench.stats import (
+from effectbench.scoring.stats import (
     Z95,
     Rate,
     clustered_mean,

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from test_artifacts import read_rows, write_run
 
-from effectbench.artifacts import build_artifacts, dump_json
-from effectbench.verify import export_submission, verify_run, verify_submission
+from effectbench.outputs.artifacts import build_artifacts, dump_json
+from effectbench.verify.run_check import export_submission, verify_run, verify_submission
 
 
 @pytest.fixture
@@ -274,7 +274,7 @@ def test_not_json_is_a_reason(tmp_path: Path) -> None:
 
 
 def test_export_refuses_an_unknown_system(run: Path, tmp_path: Path) -> None:
-    from effectbench.artifacts import ArtifactError
+    from effectbench.outputs.artifacts import ArtifactError
 
     with pytest.raises(ArtifactError, match="not an arm"):
         export_submission(run, "nobody", tmp_path / "x.json")
@@ -286,7 +286,7 @@ def test_export_refuses_an_unknown_system(run: Path, tmp_path: Path) -> None:
 
 def consistent_claims(doc: Any) -> None:
     """Recompute ``claimed`` from the rows' own labels, as a forger would."""
-    from effectbench.artifacts import record_from_row
+    from effectbench.outputs.artifacts import record_from_row
     from effectbench.projections.metrics import MetricsAccumulator, PlanIndex, TaskAxes
 
     index = PlanIndex(
@@ -333,7 +333,7 @@ def test_a_declared_seed_rule_the_verifier_does_not_reproduce_is_rejected(
 
 def rewrite_log(run: Path, change: Callable[[list[Any]], list[Any]]) -> None:
     """Rewrite events.jsonl with a fresh, valid chain and rebuild every artifact from it."""
-    from effectbench.log import read_log, write_events_sync
+    from effectbench.log.reader import read_log, write_events_sync
 
     entries = [(e.type, dict(e.data), e.ep) for e in read_log(run / "events.jsonl")]
     (run / "events.jsonl").unlink()
@@ -374,7 +374,7 @@ def test_a_second_id_for_one_planned_episode_is_rejected(run: Path) -> None:
 
 
 def test_export_never_overwrites_a_file(run: Path, tmp_path: Path) -> None:
-    from effectbench.artifacts import ArtifactError
+    from effectbench.outputs.artifacts import ArtifactError
 
     target = tmp_path / "taken.json"
     target.write_text("someone's submission\n")

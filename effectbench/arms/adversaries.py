@@ -31,9 +31,9 @@ from typing import ClassVar, Final
 
 import orjson
 
-from effectbench.arm import TaskView
-from effectbench.model import AgentReport, JSONScalar, trial_tag
-from effectbench.provider import EnvHandle, ProductResponse
+from effectbench.core.arm import TaskView
+from effectbench.core.model import AgentReport, JSONScalar, trial_tag
+from effectbench.core.provider import EnvHandle, ProductResponse
 
 __all__ = [
     "ADVERSARY_NAMES",

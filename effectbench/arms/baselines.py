@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from effectbench.arm import TaskView
-from effectbench.judge import judge
-from effectbench.model import AgentReport, Snapshot, TrueState
-from effectbench.provider import EnvHandle, ProductResponse
+from effectbench.core.arm import TaskView
+from effectbench.core.model import AgentReport, Snapshot, TrueState
+from effectbench.core.provider import EnvHandle, ProductResponse
+from effectbench.scoring.judge import judge
 
 __all__ = [
     "EffectVerifiedArm",

@@ -26,11 +26,11 @@ from typing import Final
 
 import anyio.to_thread
 
-from effectbench.arm import TaskView
 from effectbench.arms.baselines import Reader, trust_reads, trust_screen
-from effectbench.model import AgentReport, Snapshot
-from effectbench.provider import EnvHandle, ProductResponse
-from effectbench.sql_oracle import read_all_tables
+from effectbench.core.arm import TaskView
+from effectbench.core.model import AgentReport, Snapshot
+from effectbench.core.provider import EnvHandle, ProductResponse
+from effectbench.oracles.sqlite import read_all_tables
 
 __all__ = ["SQLITE_RO_CHANNEL", "EffectFullArm", "EffectRestArm", "ScreenArm"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from effectbench.stats import Z95, clustered_mean, mcnemar, newcombe_paired
+from effectbench.scoring.stats import Z95, clustered_mean, mcnemar, newcombe_paired
 
 Pair = tuple[bool, bool]
 """(first arm's indicator, second arm's indicator) for one (task, trial)."""

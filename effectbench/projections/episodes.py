@@ -30,9 +30,8 @@ from typing import Any, Protocol
 
 import cattrs
 
-from effectbench.classify import classify
-from effectbench.codec import structure_effect_resolved, structure_snapshot
-from effectbench.events import (
+from effectbench.core.codec import structure_effect_resolved, structure_snapshot
+from effectbench.core.events import (
     ArmTelemetry,
     EpisodeAbandoned,
     EpisodeFailed,
@@ -43,9 +42,10 @@ from effectbench.events import (
     PreSnapshot,
     Reported,
 )
-from effectbench.judge import judge
-from effectbench.model import Category, FailureClass, Snapshot, Substrate, TrueState
-from effectbench.records import EpisodeRecord, EpisodeTelemetry
+from effectbench.core.model import Category, FailureClass, Snapshot, Substrate, TrueState
+from effectbench.scoring.classify import classify
+from effectbench.scoring.judge import judge
+from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
 __all__ = ["EventLike", "ProjectionError", "Projector", "fold_episode", "project_episodes"]
 

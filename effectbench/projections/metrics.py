@@ -20,7 +20,7 @@ from typing import Any, Final, overload
 
 import attrs
 
-from effectbench.model import FailureClass, Outcome, SwerVariant, TrueState
+from effectbench.core.model import FailureClass, Outcome, SwerVariant, TrueState
 from effectbench.projections.compare import Pair, compare_arms
 from effectbench.projections.passk import (
     AttemptCost,
@@ -32,8 +32,8 @@ from effectbench.projections.passk import (
     unbiased_estimators,
     unbiased_ks,
 )
-from effectbench.records import EpisodeRecord
-from effectbench.stats import Z95, Rate, clustered_mean, describe, newcombe_paired
+from effectbench.scoring.records import EpisodeRecord
+from effectbench.scoring.stats import Z95, Rate, clustered_mean, describe, newcombe_paired
 
 METRICS_SCHEMA: Final = "effectbench.metrics/1"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from effectbench.stats import Z95, describe, pass_at_k, pass_hat_k, task_level_mean, wilson
+from effectbench.scoring.stats import Z95, describe, pass_at_k, pass_hat_k, task_level_mean, wilson
 
 Attempts = Sequence[bool | None]
 

@@ -131,7 +131,7 @@ _HEAD: Final = b',"h":"'
 
 def _scan(path: Path, keys: Mapping[bytes, str], out: dict[str, list[Any]]) -> tuple[int, str]:
     """(complete lines, last stored hash); wanted lines parsed into ``out``."""
-    from effectbench.log import GENESIS_HASH, LoggedEvent
+    from effectbench.log.reader import GENESIS_HASH, LoggedEvent
 
     sha256 = hashlib.sha256
     prev = GENESIS_HASH.encode()
@@ -420,7 +420,7 @@ def drill(
 def _effect(planned: Any) -> Any:
     if planned is None:
         return None
-    from effectbench.codec import structure_effect_resolved
+    from effectbench.core.codec import structure_effect_resolved
 
     data = planned.data
     try:
@@ -444,8 +444,8 @@ def _effect_lines(effect: Any) -> tuple[str, ...]:
 
 
 def _diff(attempt: _Attempt, effect: Any) -> DiffView:
-    from effectbench.codec import structure_snapshot
-    from effectbench.sql_oracle import diff_snapshots
+    from effectbench.core.codec import structure_snapshot
+    from effectbench.oracles.sqlite import diff_snapshots
 
     if attempt.pre is None or attempt.post is None:
         return DiffView((), "no pre and post read were recorded for this attempt")
@@ -498,7 +498,7 @@ def _key(row: Mapping[str, Any]) -> bytes:
 
 def _checks(effect: Any, table: str, row: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
     """(does the selector pick the row, field -> expected value for each check it fails)."""
-    from effectbench.judge import row_matches, same_value
+    from effectbench.scoring.judge import row_matches, same_value
 
     if effect is None or effect.record_written.table != table:
         return False, {}

@@ -12,8 +12,7 @@ from effectbench_example_notes import BODY_LIMIT, TASKS, NotesOracle, NotesProvi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effectbench.judge import judge
-from effectbench.model import (
+from effectbench.core.model import (
     Category,
     ParamRef,
     Snapshot,
@@ -23,8 +22,9 @@ from effectbench.model import (
     resolve_value,
     trial_params,
 )
-from effectbench.provider import BenchmarkProvider, EnvHandle, ProvisionedEpisode
-from effectbench.registry import Registry
+from effectbench.core.provider import BenchmarkProvider, EnvHandle, ProvisionedEpisode
+from effectbench.run.registry import Registry
+from effectbench.scoring.judge import judge
 
 pytestmark = pytest.mark.anyio
 

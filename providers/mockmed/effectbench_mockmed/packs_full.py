@@ -33,7 +33,7 @@ from typing import Final
 import attrs
 import orjson
 
-from effectbench.model import (
+from effectbench.core.model import (
     Category,
     Effect,
     FieldEquals,

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, ClassVar, Final
 import anyio
 import attrs
 
-from effectbench.model import TaskSpec
-from effectbench.provider import EnvHandle, Oracle, ProvisionedEpisode, Telemetry
+from effectbench.core.model import TaskSpec
+from effectbench.core.provider import EnvHandle, Oracle, ProvisionedEpisode, Telemetry
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle

@@ -7,7 +7,7 @@ effectbench/schema/events.schema.json)::
      "data":{...},"h":"<sha256 hex>"}
 
 ``v`` is the schema major: a reader refuses a major it does not know. ``h`` chains
-the line to the previous one (see effectbench.log). ``ts`` is wall-clock seconds and
+the line to the previous one (see effectbench.log.reader). ``ts`` is wall-clock seconds and
 is the only field allowed to differ between two runs of the same plan.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import attrs
 
-from effectbench.model import FailureClass, JSONScalar
+from effectbench.core.model import FailureClass, JSONScalar
 
 SCHEMA_MAJOR: Final = 1
 SCHEMA_ID: Final = "effectbench.events/1"

@@ -24,8 +24,8 @@ from typing import Any, Final, Literal, TypeAlias, TypeVar, cast
 import attrs
 import importlib_metadata
 
-from effectbench.arm import Arm
-from effectbench.provider import BenchmarkProvider
+from effectbench.core.arm import Arm
+from effectbench.core.provider import BenchmarkProvider
 
 PROVIDERS: Final = "effectbench.providers"
 ARMS: Final = "effectbench.arms"
@@ -184,7 +184,9 @@ def instantiate(obj: object, protocol: type, label: str) -> Any:
     gaps = missing_members(obj, protocol)
     if gaps or not _conforms(obj, protocol):
         what = ", ".join(gaps) or "the protocol's members"
-        reason = f"does not implement {protocol.__module__}.{protocol.__name__}: missing {what}"
+        # Name the protocol by its public path (effectbench.provider), not its home in core.
+        public = protocol.__module__.replace("effectbench.core.", "effectbench.", 1)
+        reason = f"does not implement {public}.{protocol.__name__}: missing {what}"
         raise PluginError(f"{label} {reason}", reason)
     return obj
 

@@ -28,7 +28,7 @@ import orjson
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from effectbench.events import SCHEMA_MAJOR, event_data
+from effectbench.core.events import SCHEMA_MAJOR, event_data
 
 __all__ = [
     "GENESIS_HASH",

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import attrs
 
-from effectbench.model import SPEC_VERSION, Effect, TaskSpec, canonical_json, trial_params
+from effectbench.core.model import SPEC_VERSION, Effect, TaskSpec, canonical_json, trial_params
 
 PLAN_SCHEMA = "effectbench.plan/2"
 """Major 2 added ``arm_versions`` to the identity: an arm upgraded between a kill and a
@@ -63,7 +63,7 @@ class ProviderInfo:
 def default_versions() -> dict[str, str]:
     """The versions a result depends on: package, spec, scoring and event schema."""
     from effectbench import __version__
-    from effectbench.events import SCHEMA_ID
+    from effectbench.core.events import SCHEMA_ID
 
     return {
         "package": __version__,
@@ -74,7 +74,7 @@ def default_versions() -> dict[str, str]:
 
 
 def _scoring_version() -> str:
-    for module in ("effectbench.classify", "effectbench.judge"):
+    for module in ("effectbench.scoring.classify", "effectbench.scoring.judge"):
         try:
             mod = __import__(module, fromlist=["SCORING_VERSION"])
         except ImportError:
@@ -86,7 +86,7 @@ def _scoring_version() -> str:
 
 
 def _task_public(task: TaskSpec) -> dict[str, Any]:
-    from effectbench.codec import converter
+    from effectbench.core.codec import converter
 
     data: dict[str, Any] = converter.unstructure(task)
     data["effect_hash"] = task.expected_effect.content_hash()
@@ -157,7 +157,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         """The plan as written into ``run.started``: identity plus the full tasks."""
-        from effectbench.codec import converter
+        from effectbench.core.codec import converter
 
         data = self.identity()
         data["task_globs"] = list(self.task_globs)

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from effectbench.events import SCHEMA_MAJOR, RunStarted
+from effectbench.core.events import SCHEMA_MAJOR, RunStarted
 
 LOG_NAME: Final = "events.jsonl"
 RUN_FILES: Final = frozenset(
@@ -148,7 +148,7 @@ def _not_a_run_dir(out: Path, entries: Sequence[os.DirEntry[str]]) -> str | None
 def _not_our_log(log_path: Path, *, only_file: bool) -> str | None:
     """A log is ours when its first line is a valid ``run.started`` event. A run stopped
     before its first line was complete leaves an empty or torn log and nothing else."""
-    from effectbench.log import LogError, read_log
+    from effectbench.log.reader import LogError, read_log
 
     try:
         first = next(iter(read_log(log_path, verify=True)), None)

@@ -184,7 +184,7 @@ class Effect:
 
     def content_hash(self) -> str:
         """A stable sha256 of the (resolved) contract, independent of dict order."""
-        from effectbench.codec import converter
+        from effectbench.core.codec import converter
 
         blob = orjson.dumps(converter.unstructure(self), option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(blob).hexdigest()

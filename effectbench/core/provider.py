@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from effectbench.model import JSONScalar, Snapshot, TaskSpec
+from effectbench.core.model import JSONScalar, Snapshot, TaskSpec
 
 
 @runtime_checkable

@@ -23,7 +23,16 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from effectbench.artifacts import (
+from effectbench.core.model import (
+    SPEC_VERSION,
+    Effect,
+    FailureClass,
+    Snapshot,
+    TaskSpec,
+    trial_params,
+    trial_tag,
+)
+from effectbench.outputs.artifacts import (
     LOG_FILE,
     MANIFEST_FILE,
     METRICS_FILE,
@@ -37,17 +46,8 @@ from effectbench.artifacts import (
     record_row,
     scoring_version,
 )
-from effectbench.model import (
-    SPEC_VERSION,
-    Effect,
-    FailureClass,
-    Snapshot,
-    TaskSpec,
-    trial_params,
-    trial_tag,
-)
 from effectbench.projections.metrics import MetricsAccumulator, MetricsError, PlanIndex, TaskAxes
-from effectbench.records import EpisodeRecord, EpisodeTelemetry
+from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
 __all__ = [
     "FLOAT_TOLERANCE",
@@ -200,10 +200,10 @@ def _plan_checks(
     """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan.
 
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
-    from effectbench.codec import converter
-    from effectbench.events import TERMINAL_TYPES
-    from effectbench.log import LogCorrupt, LogError, read_log
-    from effectbench.plan import episode_id, hash_identity, pack_fingerprint
+    from effectbench.core.codec import converter
+    from effectbench.core.events import TERMINAL_TYPES
+    from effectbench.log.reader import LogCorrupt, LogError, read_log
+    from effectbench.run.plan import episode_id, hash_identity, pack_fingerprint
 
     source = LOG_FILE
     tasks: dict[str, TaskSpec] = {}
@@ -380,7 +380,7 @@ def verify_run(
     With ``expected_pack_fingerprint`` (the published one, ``effectbench pack``), the pack
     the log's plan recomputes to must also be that one: a log can be re-chained by anyone,
     a published fingerprint cannot."""
-    from effectbench.log import verify_log
+    from effectbench.log.reader import verify_log
 
     root = Path(run_dir)
     reasons = _Reasons()
@@ -471,7 +471,7 @@ def export_submission(
     """Write one arm of a run as a leaderboard submission (docs/leaderboard.md): the raw
     rows (report, oracle readings, payload, effect), the claimed metrics, and the
     reproducibility block. Labels in it are for reading; the verifier re-derives them."""
-    from effectbench.log import LogError, LoggedEvent, read_log
+    from effectbench.log.reader import LogError, LoggedEvent, read_log
     from effectbench.projections.episodes import project_episodes
 
     root = Path(run_dir)
@@ -586,9 +586,9 @@ def _rederive(
     where: str, row: Mapping[str, Any], task: TaskSpec, trial: int, reasons: _Reasons, source: str
 ) -> EpisodeRecord | None:
     """The row's labels from its raw fields; every mismatch with its claims is a reason."""
-    from effectbench.classify import classify
-    from effectbench.codec import converter
-    from effectbench.judge import judge
+    from effectbench.core.codec import converter
+    from effectbench.scoring.classify import classify
+    from effectbench.scoring.judge import judge
 
     params = trial_params(task, trial)
     tag = trial_tag(task.task_id, trial)
@@ -678,7 +678,7 @@ def _rederive(
                 source,
                 f"{where}: {field} claimed {row.get(field)!r}, re-derived {expected[field]!r}",
             )
-    from effectbench.model import Outcome, SwerVariant, TrueState
+    from effectbench.core.model import Outcome, SwerVariant, TrueState
 
     tel = row.get("telemetry") if isinstance(row.get("telemetry"), dict) else {}
     assert isinstance(tel, dict)
@@ -715,8 +715,8 @@ def verify_submission(
     path: str | os.PathLike[str], *, expected_pack_fingerprint: str | None = None
 ) -> VerifyReport:
     """Every reason a leaderboard submission does not hold up; ok when there is none."""
-    from effectbench.codec import converter
-    from effectbench.plan import pack_fingerprint
+    from effectbench.core.codec import converter
+    from effectbench.run.plan import pack_fingerprint
 
     p = Path(path)
     reasons = _Reasons()

@@ -59,7 +59,7 @@ def _out(text: str) -> None:
 @click.pass_context
 def cli(ctx: click.Context, log_format: str, verbose: int, debug: bool) -> None:
     """Score what automation agents really did to the system of record."""
-    from effectbench._logging import configure
+    from effectbench.cli.logsetup import configure
 
     configure("json" if log_format == "json" else "console", verbosity=2 if debug else verbose)
     ctx.obj = _Settings(log_format, verbose, debug)
@@ -231,7 +231,7 @@ def _run_with_progress(quiet: bool, **kwargs: Any) -> Any:
     import anyio
 
     from effectbench.api import execute
-    from effectbench.console import make_progress
+    from effectbench.cli.console import make_progress
 
     progress = make_progress(sys.stderr, quiet=quiet)
     try:
@@ -249,7 +249,7 @@ def _interrupted(result: Any, message: str) -> int:
 
 
 def _headline(metrics: Any, run_dir: Path) -> None:
-    from effectbench.console import format_headline
+    from effectbench.cli.console import format_headline
 
     _out(format_headline(metrics))
     _out(_where(run_dir))
@@ -297,7 +297,7 @@ def rescore(run_dir: Path, allow_incomplete: bool, no_report: bool) -> int:
     record of how it ended."""
     import orjson
 
-    from effectbench.artifacts import rescore_artifacts
+    from effectbench.outputs.artifacts import rescore_artifacts
 
     if run_dir.exists() and not run_dir.is_dir():
         _fail(_not_a_run_dir(run_dir, "rescore"))
@@ -389,7 +389,7 @@ def compare(run_dirs: tuple[Path, ...], out_path: Path) -> int:
 )
 def verify(path: Path, expected_pack: str | None) -> int:
     """Check a run directory or a submission file; exit 1 listing every reason if unsound."""
-    from effectbench import verify as verify_mod
+    from effectbench.verify import run_check as verify_mod
 
     if not path.exists():
         _fail(f"{path} does not exist; give a run directory or a submission file")
@@ -412,7 +412,7 @@ def verify(path: Path, expected_pack: str | None) -> int:
 )
 def export(run_dir: Path, system: str, out_path: Path) -> int:
     """Write one arm of RUN_DIR as a leaderboard submission (docs/leaderboard.md)."""
-    from effectbench.verify import export_submission
+    from effectbench.verify.run_check import export_submission
 
     if not (run_dir / "events.jsonl").is_file():
         _fail(f"{run_dir} holds no events.jsonl; give a run directory")
@@ -428,7 +428,7 @@ def export(run_dir: Path, system: str, out_path: Path) -> int:
 
 
 def _plugins(group: str) -> int:
-    from effectbench.registry import Registry, format_plugin_table
+    from effectbench.run.registry import Registry, format_plugin_table
 
     results = Registry().load_all(group)
     if not results:
@@ -462,7 +462,7 @@ def reference(
     """Run both baselines on the MockMed anchor and check the pinned values (exit 1 if any differs)."""
     import orjson
 
-    from effectbench.console import format_reference, reference_rows
+    from effectbench.cli.console import format_reference, reference_rows
 
     try:
         from effectbench_mockmed.anchor import PINNED, TRIALS
@@ -502,7 +502,7 @@ def reference(
 @_force_option
 def audit(provider: str, trials: int, concurrency: int, out: Path | None, force: bool) -> int:
     """Run the reference arm and every adversary over every task; exit 1 naming each task that fails."""
-    from effectbench.audit import audit_cli_main
+    from effectbench.audit.checks import audit_cli_main
 
     return audit_cli_main(provider, out, trials=trials, concurrency=concurrency, force=force)
 
@@ -520,12 +520,12 @@ def pack(provider: str, audit_dir: Path | None) -> int:
     """Print the provider's public pack manifest (test-split tasks redacted) as JSON."""
     import orjson
 
-    from effectbench.pack import public_pack_manifest
-    from effectbench.registry import Registry
+    from effectbench.audit.pack import public_pack_manifest
+    from effectbench.run.registry import Registry
 
     report = None
     if audit_dir is not None:
-        from effectbench.audit import audit_log
+        from effectbench.audit.checks import audit_log
 
         if not (audit_dir / "events.jsonl").is_file():
             _fail(f"{audit_dir} holds no events.jsonl; give the run directory of an effectbench audit")
@@ -540,17 +540,17 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     types: list[type[BaseException]] = []
     for module, names in (
         ("effectbench.api", ("RunError",)),
-        ("effectbench.plan", ("PlanError",)),
-        ("effectbench.registry", ("PluginError",)),
-        ("effectbench.log", ("LogError",)),
-        ("effectbench.scheduler", ("ResumeError", "ProviderStartError")),
-        ("effectbench.rundir", ("OutDirError", "RunDirLost")),
-        ("effectbench.model", ("InvalidSpec",)),
+        ("effectbench.run.plan", ("PlanError",)),
+        ("effectbench.run.registry", ("PluginError",)),
+        ("effectbench.log.reader", ("LogError",)),
+        ("effectbench.run.scheduler", ("ResumeError", "ProviderStartError")),
+        ("effectbench.run.outdir", ("OutDirError", "RunDirLost")),
+        ("effectbench.core.model", ("InvalidSpec",)),
         ("effectbench.projections.episodes", ("ProjectionError",)),
         ("effectbench.projections.metrics", ("MetricsError",)),
-        ("effectbench.artifacts", ("ArtifactError",)),
-        ("effectbench.audit", ("AuditError",)),
-        ("effectbench.pack", ("PackError",)),
+        ("effectbench.outputs.artifacts", ("ArtifactError",)),
+        ("effectbench.audit.checks", ("AuditError",)),
+        ("effectbench.audit.pack", ("PackError",)),
         ("effectbench.report.data", ("ReportError",)),
     ):
         mod = sys.modules.get(module)

@@ -24,7 +24,7 @@ import anyio.to_thread
 import attrs
 import orjson
 
-from effectbench.model import Effect, JSONScalar, ParamRef, Row, Snapshot
+from effectbench.core.model import Effect, JSONScalar, ParamRef, Row, Snapshot
 
 BUSY_TIMEOUT_S: Final = 5.0
 """How long one read waits on a writer's lock before reporting the store unreadable."""

@@ -38,9 +38,9 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from effectbench.artifacts import _ROW_OPTS, LogPass, _RunFacts, _Spill, record_row
-from effectbench.events import SCHEMA_MAJOR
-from effectbench.log import _CHUNK, _SLOT_SETTERS, GENESIS_HASH, LoggedEvent, warn_torn_tail
+from effectbench.core.events import SCHEMA_MAJOR
+from effectbench.log.reader import _CHUNK, _SLOT_SETTERS, GENESIS_HASH, LoggedEvent, warn_torn_tail
+from effectbench.outputs.artifacts import _ROW_OPTS, LogPass, _RunFacts, _Spill, record_row
 from effectbench.projections.metrics import TELEMETRY_FIELDS, MetricsAccumulator
 
 __all__ = ["MIN_PARALLEL_BYTES", "shard_of", "sharded_pass", "worker_count"]

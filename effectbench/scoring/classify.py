@@ -7,7 +7,7 @@ count as success, because the true state comes from the oracle.
 
 from __future__ import annotations
 
-from effectbench.model import Classification, Outcome, SwerVariant, TrueState
+from effectbench.core.model import Classification, Outcome, SwerVariant, TrueState
 
 __all__ = ["classify"]
 

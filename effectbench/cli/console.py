@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from effectbench.model import Outcome
-from effectbench.plan import Plan
-from effectbench.scheduler import EpisodeOutcome
+from effectbench.core.model import Outcome
+from effectbench.run.plan import Plan
+from effectbench.run.scheduler import EpisodeOutcome
 
 
 class RunningScore:
@@ -32,8 +32,8 @@ class RunningScore:
             return
         if outcome.pre is None or outcome.post is None:
             return
-        from effectbench.classify import classify
-        from effectbench.judge import judge
+        from effectbench.scoring.classify import classify
+        from effectbench.scoring.judge import judge
 
         try:
             verdict = judge(outcome.spec.effect, outcome.pre, outcome.post)

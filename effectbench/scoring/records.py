@@ -10,7 +10,14 @@ from collections.abc import Mapping
 
 import attrs
 
-from effectbench.model import Category, FailureClass, Outcome, Substrate, SwerVariant, TrueState
+from effectbench.core.model import (
+    Category,
+    FailureClass,
+    Outcome,
+    Substrate,
+    SwerVariant,
+    TrueState,
+)
 
 
 @attrs.frozen

@@ -35,7 +35,6 @@ from typing import Any, Final, TextIO
 import attrs
 import orjson
 
-from effectbench.arm import Arm
 from effectbench.arms.adversaries import (
     ADVERSARY_NAMES,
     REFERENCE_NAME,
@@ -48,15 +47,22 @@ from effectbench.arms.adversaries import (
     WrongFieldArm,
     WrongTargetArm,
 )
-from effectbench.codec import converter
-from effectbench.events import TERMINAL_TYPES, EpisodeAbandoned, PostRead, PreSnapshot, RunStarted
-from effectbench.log import LogError, LoggedEvent, read_log
-from effectbench.model import Category, Outcome, Snapshot, TaskSpec, TrueState
-from effectbench.plan import pack_fingerprint
+from effectbench.core.arm import Arm
+from effectbench.core.codec import converter
+from effectbench.core.events import (
+    TERMINAL_TYPES,
+    EpisodeAbandoned,
+    PostRead,
+    PreSnapshot,
+    RunStarted,
+)
+from effectbench.core.model import Category, Outcome, Snapshot, TaskSpec, TrueState
+from effectbench.core.provider import BenchmarkProvider
+from effectbench.log.reader import LogError, LoggedEvent, read_log
+from effectbench.oracles.sqlite import diff_snapshots
 from effectbench.projections.episodes import ProjectionError, project_episodes
-from effectbench.provider import BenchmarkProvider
-from effectbench.records import EpisodeRecord
-from effectbench.sql_oracle import diff_snapshots
+from effectbench.run.plan import pack_fingerprint
+from effectbench.scoring.records import EpisodeRecord
 
 __all__ = [
     "AUDIT_ARMS",
@@ -406,7 +412,7 @@ async def audit_provider(
     their evidence.
     """
     from effectbench.api import RunError, evaluate_provider_async
-    from effectbench.rundir import lost
+    from effectbench.run.outdir import lost
 
     if out_dir is not None and not force and Path(out_dir).is_dir() and any(Path(out_dir).iterdir()):
         raise AuditError(
@@ -467,9 +473,9 @@ def audit_cli_main(
     reasons when any task fails, 2 (one line on stderr) when the audit cannot run."""
     import anyio
 
-    from effectbench.plan import PlanError
-    from effectbench.registry import PluginError
-    from effectbench.rundir import RunDirLost
+    from effectbench.run.outdir import RunDirLost
+    from effectbench.run.plan import PlanError
+    from effectbench.run.registry import PluginError
 
     out, err = stdout or sys.stdout, stderr or sys.stderr
     if trials < 1:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import cattrs
 import orjson
 
-from effectbench.model import (
+from effectbench.core.model import (
     Category,
     Effect,
     FieldEquals,

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
-from effectbench.model import (
+from effectbench.core.model import (
     Effect,
     InvalidSpec,
     JSONScalar,

@@ -31,9 +31,8 @@ from typing import Any, Final, NoReturn
 import attrs
 import orjson
 
-from effectbench.events import SCHEMA_ID, RunFinished, RunResumed, RunStarted
-from effectbench.log import LogError, LoggedEvent, read_log
-from effectbench.model import (
+from effectbench.core.events import SCHEMA_ID, RunFinished, RunResumed, RunStarted
+from effectbench.core.model import (
     SPEC_VERSION,
     Category,
     FailureClass,
@@ -42,14 +41,15 @@ from effectbench.model import (
     SwerVariant,
     TrueState,
 )
+from effectbench.log.reader import LogError, LoggedEvent, read_log
 from effectbench.projections.metrics import (
     FIRST_ELIGIBLE,
     MetricsAccumulator,
     MetricsError,
     PlanIndex,
 )
-from effectbench.records import EpisodeRecord, EpisodeTelemetry
-from effectbench.stats import Z95
+from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
+from effectbench.scoring.stats import Z95
 
 __all__ = [
     "ARTIFACT_FILES",
@@ -109,9 +109,9 @@ class ArtifactSet:
 
 
 def scoring_version() -> str:
-    from effectbench.scoring import SCORING_VERSION
+    from effectbench.core import versions
 
-    return SCORING_VERSION
+    return versions.SCORING_VERSION
 
 
 def dump_json(value: Any) -> bytes:
@@ -490,7 +490,7 @@ def build_artifacts(
     ``out_dir`` (default: the run directory) lets the verifier rebuild them elsewhere
     through this same path; ``verify_chain=False`` is only for diagnosing a log whose
     chain is already known to be broken. ``workers``: None decides by log size and
-    machine (effectbench.parallel), 1 forces the one-process pass, 2 the sharded one.
+    machine (effectbench.outputs.parallel), 1 forces the one-process pass, 2 the sharded one.
     Both give byte-identical artifacts; the sharded pass hands any problem to the
     one-process pass, so errors are always the same.
     """
@@ -512,7 +512,7 @@ def rescore_artifacts(
     recorded ones. ``allow_incomplete`` scores such a log anyway; its manifest then
     keeps the recorded values (or none), so the verifier still fails it.
     """
-    from effectbench.scheduler import share_run_lock
+    from effectbench.run.scheduler import share_run_lock
 
     root = Path(run_dir)
     with share_run_lock(root / LOG_FILE) as free:
@@ -543,7 +543,7 @@ def _build(
     lp: LogPass | None = None
     try:
         if verify_chain:
-            from effectbench.parallel import sharded_pass, worker_count
+            from effectbench.outputs.parallel import sharded_pass, worker_count
 
             n = worker_count(log_path) if workers is None else workers
             if n > 1:
@@ -596,8 +596,8 @@ def _build(
 
 
 def _task_entry(task: Mapping[str, Any]) -> dict[str, Any]:
-    from effectbench.codec import converter
-    from effectbench.model import Effect
+    from effectbench.core.codec import converter
+    from effectbench.core.model import Effect
 
     entry = {key: task.get(key) for key in ("task_id", *TASK_AXES)}
     try:
@@ -607,7 +607,7 @@ def _task_entry(task: Mapping[str, Any]) -> dict[str, Any]:
     entry["adversarially_audited_declared"] = bool(
         (task.get("oracle") or {}).get("adversarially_audited", False)
     )
-    from effectbench.pack import redact_task_entry
+    from effectbench.audit.pack import redact_task_entry
 
     # A test-split task is scored (the log holds its effect) but the manifest, which is
     # published with results, lists only its axes: the public pack's redaction.
@@ -636,7 +636,7 @@ def _dependency_versions() -> dict[str, str | None]:
 def _attestations(arms: Sequence[str], log_path: Path) -> dict[str, Any]:
     """``adversarially_audited`` only from audit evidence: this log, when it is an audit run."""
     try:
-        from effectbench.audit import AUDIT_ARMS, audit_log
+        from effectbench.audit.checks import AUDIT_ARMS, audit_log
     except ImportError:
         return {"adversarially_audited": None, "source": "audit module unavailable"}
     if not set(AUDIT_ARMS) <= set(arms):

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from effectbench.model import SPEC_VERSION, Split, TaskSpec
-from effectbench.plan import pack_fingerprint
-from effectbench.provider import BenchmarkProvider
+from effectbench.core.model import SPEC_VERSION, Split, TaskSpec
+from effectbench.core.provider import BenchmarkProvider
+from effectbench.run.plan import pack_fingerprint
 
 if TYPE_CHECKING:
-    from effectbench.audit import AuditReport
+    from effectbench.audit.checks import AuditReport
 
 __all__ = [
     "PACK_SCHEMA",

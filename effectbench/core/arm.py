@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from effectbench.model import (
+from effectbench.core.model import (
     AgentReport,
     Effect,
     JSONScalar,
@@ -22,7 +22,7 @@ from effectbench.model import (
     resolve_value,
     trial_params,
 )
-from effectbench.provider import EnvHandle
+from effectbench.core.provider import EnvHandle
 
 
 @attrs.frozen

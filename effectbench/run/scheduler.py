@@ -36,9 +36,9 @@ import attrs
 import orjson
 import structlog
 
-from effectbench.arm import Arm, TaskView
-from effectbench.codec import converter
-from effectbench.events import (
+from effectbench.core.arm import Arm, TaskView
+from effectbench.core.codec import converter
+from effectbench.core.events import (
     TERMINAL_TYPES,
     ArmAction,
     ArmStarted,
@@ -55,9 +55,8 @@ from effectbench.events import (
     RunResumed,
     RunStarted,
 )
-from effectbench.model import AgentReport, FailureClass, Snapshot
-from effectbench.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
-from effectbench.provider import (
+from effectbench.core.model import AgentReport, FailureClass, Snapshot
+from effectbench.core.provider import (
     BenchmarkProvider,
     ModelCall,
     Oracle,
@@ -65,8 +64,9 @@ from effectbench.provider import (
     SkipEpisode,
     Telemetry,
 )
+from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 
-log = structlog.get_logger("effectbench.scheduler")
+log = structlog.get_logger("effectbench.run.scheduler")
 
 LOG_NAME = "events.jsonl"
 MAX_CONCURRENCY = 1_000_000
@@ -178,7 +178,7 @@ class ProviderStartError(Exception):
 
 def load_resume_state(log_path: Path) -> ResumeState:
     """Read and verify a log; name the terminated and the started-but-unterminated episodes."""
-    from effectbench.log import read_log
+    from effectbench.log.reader import read_log
 
     reader = read_log(log_path, verify=True)
     started: Mapping[str, Any] | None = None
@@ -262,7 +262,7 @@ def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
 def _exclusive(log_path: Path) -> Iterator[int]:
     """Hold an advisory lock on the log for the run, so two processes never write (or
     resume) one run directory at once, and --force never replaces a live one
-    (effectbench.rundir probes this lock). Yields the locked descriptor."""
+    (effectbench.run.outdir probes this lock). Yields the locked descriptor."""
     try:
         fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
@@ -375,7 +375,7 @@ class Scheduler:
         ``finish`` (building the artifacts) runs after an uninterrupted run, still under the
         lock. Before and after it, the log at the path must still be the file this run
         wrote, else RunDirLost: a replaced directory holds another run's log."""
-        from effectbench.rundir import check_still_ours
+        from effectbench.run.outdir import check_still_ours
 
         with _exclusive(self.log_path) as fd:
             outcome = await self._run_locked(resume)
@@ -388,7 +388,7 @@ class Scheduler:
             return outcome
 
     async def _run_locked(self, resume: ResumeState | None) -> RunOutcome:
-        from effectbench.log import open_log_writer
+        from effectbench.log.reader import open_log_writer
 
         kept = resume.terminated if resume else frozenset()
         abandoned = resume.unterminated if resume else ()

@@ -1,0 +1,27 @@
+"""Every version a result depends on, in one leaf module.
+
+Read these attributes at call time (``versions.SCORING_VERSION``), not by importing the
+names, so one bump (or a test's monkeypatch) reaches every artifact and the plan hash.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PACKAGE_VERSION: Final = "0.1.0"
+"""The effectbench distribution's version."""
+
+SPEC_VERSION: Final = "1.0.0"
+"""Version of SPEC.md this code implements (semantic versioning, see SPEC.md section 10)."""
+
+SCORING_VERSION: Final = "1.0.0"
+"""Semantics of judge + classify + the episode fold. Stamped into every artifact a run or
+a rescore writes, so two results compare only when it matches. Bump it like the spec:
+major when a verdict or label can change for the same logged data, minor for additions
+that cannot, patch for wording."""
+
+EVENTS_SCHEMA_MAJOR: Final = 1
+EVENTS_SCHEMA_ID: Final = "effectbench.events/1"
+"""The log line format (effectbench/schema/events.schema.json)."""
+
+PLAN_SCHEMA: Final = "effectbench.plan/2"

@@ -1,0 +1,4 @@
+"""Old import path, kept so existing imports work: the code lives in `effectbench.log.reader`."""
+
+from effectbench.log.reader import *
+from effectbench.log.reader import _CHUNK, _SLOT_SETTERS  # noqa: F401

@@ -1,0 +1,1 @@
+"""Generic oracles a provider can reuse to read its system of record."""
