@@ -16,8 +16,8 @@ from pathlib import Path
 import anyio.to_thread
 import attrs
 
-from effectbench.core.model import JSONScalar, Row, Snapshot
-from effectbench.core.provider import ProductResponse
+from effectbench.model import JSONScalar, Row, Snapshot
+from effectbench.provider import ProductResponse
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL, body TEXT NOT NULL)"
 BODY_LIMIT = 16

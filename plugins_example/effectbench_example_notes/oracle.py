@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from effectbench.core.model import Row, Snapshot
+from effectbench.model import Row, Snapshot
 
 
 class NotesOracle:

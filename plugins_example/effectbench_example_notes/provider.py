@@ -16,8 +16,8 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from effectbench.core.model import TaskSpec
-from effectbench.core.provider import EnvHandle, ProvisionedEpisode
+from effectbench.model import TaskSpec
+from effectbench.provider import EnvHandle, ProvisionedEpisode
 from effectbench_example_notes.app import Fault, NotesApp, NotesDriver, NotesReadback
 from effectbench_example_notes.oracle import NotesOracle
 from effectbench_example_notes.tasks import TASKS

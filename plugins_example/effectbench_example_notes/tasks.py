@@ -7,7 +7,7 @@ trial-unique payload the harness derives, so no trial can pass on another's row.
 
 from __future__ import annotations
 
-from effectbench.core.model import (
+from effectbench.model import (
     Category,
     Effect,
     FieldEquals,

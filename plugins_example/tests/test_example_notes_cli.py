@@ -9,7 +9,7 @@ from pathlib import Path
 
 from effectbench_example_notes import TASKS
 
-from effectbench.core.model import Category
+from effectbench.model import Category
 
 TRIALS = 3
 

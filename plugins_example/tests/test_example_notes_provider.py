@@ -12,7 +12,8 @@ from effectbench_example_notes import BODY_LIMIT, TASKS, NotesOracle, NotesProvi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effectbench.core.model import (
+from effectbench.judge import judge
+from effectbench.model import (
     Category,
     ParamRef,
     Snapshot,
@@ -22,9 +23,8 @@ from effectbench.core.model import (
     resolve_value,
     trial_params,
 )
-from effectbench.core.provider import BenchmarkProvider, EnvHandle, ProvisionedEpisode
-from effectbench.run.registry import Registry
-from effectbench.scoring.judge import judge
+from effectbench.provider import BenchmarkProvider, EnvHandle, ProvisionedEpisode
+from effectbench.registry import Registry
 
 pytestmark = pytest.mark.anyio
 
