@@ -34,6 +34,7 @@ from _common import load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed import MockMedProvider
 
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
+from effectbench.audit.checks import attestations
 from effectbench.core.arm import Arm
 from effectbench.core.model import trial_tag
 from effectbench.log.reader import LogEntry, read_log, write_events_sync
@@ -186,7 +187,7 @@ def main() -> None:
             t0 = time.perf_counter()
             count = make_log(run_dir, n, template, started)
             gen = time.perf_counter() - t0
-            build_artifacts(run_dir)  # the record a finished run leaves; rescore keeps it
+            build_artifacts(run_dir, attest=attestations)  # the record a finished run leaves; rescore keeps it
             size = (run_dir / "events.jsonl").stat().st_size
             walls, rss, rss_sum = [], [], []
             for _ in range(args.runs):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from effectbench.core.versions import PACKAGE_VERSION as __version__
 
 _LAZY = {
     "evaluate": "effectbench.api",

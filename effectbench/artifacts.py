@@ -1,13 +1,7 @@
-"""Old import path, kept so existing imports work: the code lives in `effectbench.outputs.artifacts`."""
+"""Old import path, kept so existing imports work: the code lives in `effectbench.outputs`."""
 
 from effectbench.outputs.artifacts import *
-from effectbench.outputs.artifacts import (  # noqa: F401
-    _ROW_OPTS,
-    MANIFEST_FILE,
-    METRICS_FILE,
-    RESULTS_FILE,
-    SUMMARY_FILE,
-    LogPass,
-    _RunFacts,
-    _Spill,
-)
+from effectbench.outputs.logpass import LogPass  # noqa: F401
+from effectbench.outputs.logpass import RunFacts as _RunFacts  # noqa: F401
+from effectbench.outputs.logpass import Spill as _Spill  # noqa: F401
+from effectbench.outputs.rows import ROW_OPTS as _ROW_OPTS  # noqa: F401

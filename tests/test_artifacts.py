@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from effectbench.audit.checks import attestations
 from effectbench.core.codec import converter
 from effectbench.core.events import (
     ArmStarted,
@@ -27,6 +28,7 @@ from effectbench.core.events import (
     RunStarted,
     event_data,
 )
+from effectbench.core.hashing import content_hash
 from effectbench.core.model import (
     Category,
     Effect,
@@ -134,7 +136,7 @@ def episode_events(spec: Any, scenario: Scenario, trial_ms: float) -> list[LogEn
                     effect_declared=task.effect_declared,
                     correct_action_available=task.correct_action_available,
                     effect=converter.unstructure(spec.effect),
-                    effect_hash=spec.effect.content_hash(),
+                    effect_hash=content_hash(spec.effect),
                 )
             ),
             ep,
@@ -273,7 +275,7 @@ def drop_timing(value: Any) -> Any:
 @pytest.fixture
 def run(tmp_path: Path) -> Path:
     d = write_run(tmp_path / "run")
-    build_artifacts(d)
+    build_artifacts(d, attest=attestations)
     return d
 
 
@@ -397,17 +399,17 @@ def test_rescore_is_byte_identical(run: Path) -> None:
     before = {name: (run / name).read_bytes() for name in ARTIFACT_FILES}
     for name in ARTIFACT_FILES:
         (run / name).unlink()
-    build_artifacts(run)
+    build_artifacts(run, attest=attestations)
     assert {name: (run / name).read_bytes() for name in ARTIFACT_FILES} == before
-    build_artifacts(run)  # over existing files too
+    build_artifacts(run, attest=attestations)  # over existing files too
     assert {name: (run / name).read_bytes() for name in ARTIFACT_FILES} == before
 
 
 def test_non_timing_fields_identical_across_concurrency(tmp_path: Path) -> None:
     one = write_run(tmp_path / "c1", concurrency=1)
     many = write_run(tmp_path / "c8", concurrency=8, seed=7)
-    build_artifacts(one)
-    build_artifacts(many)
+    build_artifacts(one, attest=attestations)
+    build_artifacts(many, attest=attestations)
     assert (one / "events.jsonl").read_bytes() != (many / "events.jsonl").read_bytes()
     assert drop_timing(load(one, "metrics.json")) == drop_timing(load(many, "metrics.json"))
     assert [drop_timing(r) for r in read_rows(one)] == [drop_timing(r) for r in read_rows(many)]
@@ -421,7 +423,7 @@ def test_interrupted_run_counts_unfinished_episodes_in_coverage(tmp_path: Path) 
         return "unfinished" if (task.task_id, trial) == ("ctl-ok", 1) else "success"
 
     d = write_run(tmp_path / "run", make_plan(["a"]), scenario)
-    build_artifacts(d)
+    build_artifacts(d, attest=attestations)
     a = load(d, "metrics.json")["arms"]["a"]
     assert (a["n_episodes"], a["n_eligible"], a["failure_counts"]["unknown"]) == (12, 11, 1)
     assert a["coverage"] == pytest.approx(11 / 12)
@@ -458,7 +460,7 @@ def test_rows_round_trip_to_records(run: Path) -> None:
 
 def test_missing_log_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="no events.jsonl"):
-        build_artifacts(tmp_path)
+        build_artifacts(tmp_path, attest=attestations)
 
 
 def test_corrupt_log_is_an_artifact_error_not_a_traceback(run: Path) -> None:
@@ -467,7 +469,7 @@ def test_corrupt_log_is_an_artifact_error_not_a_traceback(run: Path) -> None:
     lines[3] = lines[3].replace(b'"ep"', b'"eP"', 1)
     log.write_bytes(b"".join(lines))
     with pytest.raises(ArtifactError, match="line 4"):
-        build_artifacts(run)
+        build_artifacts(run, attest=attestations)
 
 
 def test_unused_trial_params_are_the_plan_ones() -> None:

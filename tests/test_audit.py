@@ -27,11 +27,11 @@ from effectbench.audit.checks import (
     AuditError,
     AuditReport,
     TaskAudit,
-    audit_cli_main,
     audit_log,
-    audit_provider,
     format_audit,
 )
+from effectbench.audit.runner import audit_provider
+from effectbench.cli.audit import audit_cli_main
 from effectbench.core.model import (
     Category,
     Effect,

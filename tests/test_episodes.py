@@ -24,6 +24,7 @@ from effectbench.core.events import (
     RunStarted,
     event_data,
 )
+from effectbench.core.hashing import content_hash
 from effectbench.core.model import (
     Effect,
     FailureClass,
@@ -73,7 +74,7 @@ class Log:
                 effect_declared=True,
                 correct_action_available=ca,
                 effect=converter.unstructure(EFFECT),
-                effect_hash=EFFECT.content_hash(),
+                effect_hash=content_hash(EFFECT),
             ),
         )
 

@@ -194,7 +194,7 @@ def test_force_never_replaces_cwd_its_parents_or_home_even_if_they_look_like_run
 def test_audit_and_reference_force_are_guarded_too(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from effectbench.audit.checks import audit_cli_main
+    from effectbench.cli.audit import audit_cli_main
 
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -240,7 +240,7 @@ def test_an_empty_directory_needs_no_force(tmp_path: Path) -> None:
 
 def test_run_files_cover_what_runs_and_audits_write() -> None:
     from effectbench.audit.checks import AUDIT_FILE
-    from effectbench.outputs.artifacts import ARTIFACT_FILES
+    from effectbench.core.rundir import ARTIFACT_FILES
     from effectbench.report.page import REPORT_FILE
     from effectbench.run.scheduler import LOG_NAME
 
@@ -330,13 +330,14 @@ def test_a_run_whose_directory_is_replaced_under_it_fails_loudly(
 
 
 
-@pytest.mark.parametrize("when", ["_attestations", "audit_provider"])
+@pytest.mark.parametrize("when", ["attestations", "audit_provider"])
 def test_an_audit_never_reports_a_log_that_replaced_its_own(
     tmp_path: Path, small_run: Path, monkeypatch: pytest.MonkeyPatch, when: str
 ) -> None:
     """Another run takes the path while the artifacts are built (they audit the log too)
     or once the run's lock is free, just before the audit reads the log back."""
     import effectbench.audit.checks as audit_mod
+    import effectbench.audit.runner as audit_runner
     from effectbench.run.outdir import RunDirLost
 
     real = audit_mod.audit_log
@@ -351,7 +352,7 @@ def test_an_audit_never_reports_a_log_that_replaced_its_own(
     monkeypatch.setattr(audit_mod, "audit_log", swapped_first)
     out = tmp_path / "audit"
     with pytest.raises(RunDirLost, match="was replaced or removed"):
-        anyio.run(lambda: audit_mod.audit_provider("fakes:FakeProvider", out_dir=out, trials=1))
+        anyio.run(lambda: audit_runner.audit_provider("fakes:FakeProvider", out_dir=out, trials=1))
     # The log, the only record, is untouched (derived files a build under way had already
     # replaced are rebuilt from it by rescore), and no audit report is written.
     assert (out / "events.jsonl").read_bytes() == (small_run / "events.jsonl").read_bytes()

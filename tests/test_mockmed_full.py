@@ -25,7 +25,9 @@ from effectbench_mockmed.store import ANCHOR_SCHEMA
 
 from effectbench.api import evaluate_provider_async
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
-from effectbench.audit.checks import audit_provider, is_refusal_control
+from effectbench.audit.checks import is_refusal_control
+from effectbench.audit.runner import audit_provider
+from effectbench.core.hashing import content_hash
 from effectbench.core.model import Category, Split, TaskSpec, TrueState, resolve_value, trial_params
 from effectbench.core.provider import BenchmarkProvider
 from effectbench.run.plan import pack_fingerprint
@@ -71,10 +73,10 @@ def test_the_pack_covers_the_taxonomy_and_its_variants() -> None:
     sealed = [t for t in FULL_TASKS if t.split is Split.TEST]
     assert len(sealed) == 3
     public_goals = {t.goal for t in FULL_TASKS if t.split is Split.DEV}
-    public_hashes = {t.expected_effect.content_hash() for t in FULL_TASKS if t.split is Split.DEV}
+    public_hashes = {content_hash(t.expected_effect) for t in FULL_TASKS if t.split is Split.DEV}
     for t in sealed:
         assert t.goal not in public_goals
-        assert t.expected_effect.content_hash() not in public_hashes
+        assert content_hash(t.expected_effect) not in public_hashes
 
 
 def test_refusal_controls_expect_nothing_written() -> None:

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from effectbench.audit.pack import SEALED_KEYS, public_pack_manifest, redact_task_entry
+from effectbench.core.hashing import content_hash
 from effectbench.core.model import Split, TaskSpec
 from effectbench.run.plan import pack_fingerprint
 
@@ -29,7 +30,7 @@ PUBLIC = [t for t in FULL_TASKS if t.split is Split.DEV]
 
 def _secrets(t: TaskSpec) -> list[str]:
     """What a sealed task must never publish: its goal and its effect hash."""
-    return [t.goal, t.expected_effect.content_hash()]
+    return [t.goal, content_hash(t.expected_effect)]
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -58,7 +59,7 @@ def test_public_manifest_seals_the_test_split() -> None:
     for t in PUBLIC:
         e = entries[t.task_id]
         assert e["goal"] == t.goal
-        assert e["effect_hash"] == t.expected_effect.content_hash()
+        assert e["effect_hash"] == content_hash(t.expected_effect)
         assert e["oracle"]["channel"] == t.oracle.channel
         assert e["correct_action_available"] is t.correct_action_available
     assert manifest["fingerprint"] == pack_fingerprint(FULL_TASKS)
@@ -145,7 +146,7 @@ def test_a_run_scores_sealed_tasks_but_its_manifest_does_not_reveal_them(tmp_pat
             assert secret not in manifest_blob
     manifest = orjson.loads(manifest_blob)
     ok = next(e for e in manifest["tasks"] if e["task_id"] == "mockmed::ok")
-    assert ok["effect_hash"] == FULL_TASKS[0].expected_effect.content_hash()
+    assert ok["effect_hash"] == content_hash(FULL_TASKS[0].expected_effect)
     # the log keeps what scoring needs: the sealed goal is in the plan it records
     assert SEALED[0].goal in (out / "events.jsonl").read_text()
     assert _cli("verify", str(out)).returncode == 0
@@ -176,8 +177,9 @@ def test_audit_evidence_attests_its_own_pack_only(tmp_path: Path) -> None:
     import anyio
     import pytest
 
-    from effectbench.audit.checks import audit_log, audit_provider
+    from effectbench.audit.checks import audit_log
     from effectbench.audit.pack import PackError
+    from effectbench.audit.runner import audit_provider
 
     report = anyio.run(
         lambda: audit_provider(MockMedProvider(), out_dir=tmp_path / "audit", trials=1, concurrency=16)

@@ -12,9 +12,11 @@ import orjson
 import pytest
 
 from effectbench.api import evaluate
+from effectbench.audit.checks import attestations
+from effectbench.core.rundir import ARTIFACT_FILES
 from effectbench.log.reader import LogEntry, read_log, write_events_sync
 from effectbench.outputs import artifacts
-from effectbench.outputs.artifacts import ARTIFACT_FILES, ArtifactError, build_artifacts
+from effectbench.outputs.artifacts import ArtifactError, build_artifacts
 from effectbench.outputs.parallel import shard_of, sharded_pass
 
 
@@ -39,17 +41,17 @@ def _no_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the sharded pass fell back to the one-process pass")
 
-    monkeypatch.setattr(artifacts, "_sequential_pass", refuse)
+    monkeypatch.setattr(artifacts, "sequential_pass", refuse)
 
 
 def _both(run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir()
     two.mkdir()
-    a1 = build_artifacts(run, out_dir=one, workers=1)
+    a1 = build_artifacts(run, out_dir=one, workers=1, attest=attestations)
     with monkeypatch.context() as m:
         _no_fallback(m)
-        a2 = build_artifacts(run, out_dir=two, workers=2)
+        a2 = build_artifacts(run, out_dir=two, workers=2, attest=attestations)
     assert (a1.events, a1.episodes, a1.final_hash) == (a2.events, a2.episodes, a2.final_hash)
     return one, two
 
@@ -135,7 +137,7 @@ def _errors(run: Path, tmp_path: Path) -> tuple[str, str]:
         out = tmp_path / f"out{workers}"
         out.mkdir()
         with pytest.raises(ArtifactError) as info:
-            build_artifacts(run, out_dir=out, workers=workers)
+            build_artifacts(run, out_dir=out, workers=workers, attest=attestations)
         assert list(out.iterdir()) == [], "something was written for a broken log"
         messages.append(str(info.value))
     return messages[0], messages[1]

@@ -20,8 +20,8 @@ import pytest
 from fakes import FakeProvider, ScriptedArm
 
 from effectbench.api import evaluate_provider
+from effectbench.core.rundir import ARTIFACT_FILES
 from effectbench.log.reader import LoggedEvent
-from effectbench.outputs.artifacts import ARTIFACT_FILES
 from effectbench.report import ReportError, build_report
 from effectbench.report.data import EpisodeRef, load_run
 from effectbench.report.drill import ShotBudget, drill, screenshot_image, select_episodes

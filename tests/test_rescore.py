@@ -20,6 +20,7 @@ import pytest
 from fakes import FakeProvider, ScriptedArm
 
 from effectbench.api import evaluate_provider
+from effectbench.audit.checks import attestations
 from effectbench.log.reader import LogEntry, read_log, verify_log, write_events_sync
 from effectbench.outputs.artifacts import ArtifactError, build_artifacts, rescore_artifacts
 from effectbench.outputs.parallel import MIN_PARALLEL_BYTES
@@ -144,10 +145,10 @@ def test_rescore_refuses_a_tampered_log_and_never_launders_it(
     before = _files(run)
     for workers in (1, 2):  # the one-process and the sharded pass
         with pytest.raises(ArtifactError, match="is not the log its run finished with"):
-            rescore_artifacts(run, workers=workers)
+            rescore_artifacts(run, workers=workers, attest=attestations)
         assert _files(run) == before, "a refused rescore wrote something"
 
-    built = rescore_artifacts(run, allow_incomplete=True)
+    built = rescore_artifacts(run, allow_incomplete=True, attest=attestations)
     assert built.incomplete is not None
     manifest = orjson.loads((run / "manifest.json").read_bytes())
     assert (manifest["log"], manifest["run_finished"]) == (
@@ -156,14 +157,14 @@ def test_rescore_refuses_a_tampered_log_and_never_launders_it(
     ), "the run's record of its end was rewritten"
     rebuilt = tmp_path / "rebuilt"
     rebuilt.mkdir()
-    build_artifacts(run, out_dir=rebuilt)
+    build_artifacts(run, out_dir=rebuilt, attest=attestations)
     assert (run / "results.jsonl").read_bytes() == (rebuilt / "results.jsonl").read_bytes()
     report = verify_run(run)
     assert not report.ok
     assert any("events.jsonl: hash chain check failed" in r for r in report.reasons), report
 
     with pytest.raises(ArtifactError):  # and it stays refused
-        rescore_artifacts(run)
+        rescore_artifacts(run, attest=attestations)
     assert not verify_run(run).ok
 
 
@@ -198,7 +199,7 @@ def test_rescore_of_a_finished_run_is_byte_identical(finished_run: Path, tmp_pat
     shutil.copytree(finished_run, run)
     before = _files(run)
     for workers in (1, 2):
-        rescore_artifacts(run, workers=workers)
+        rescore_artifacts(run, workers=workers, attest=attestations)
         assert _files(run) == before
     assert verify_run(run).ok
 
@@ -229,7 +230,7 @@ def test_an_interrupted_run_is_to_be_resumed_not_rescored(
     assert f"effectbench run --resume {run}" in proc.stderr and "--allow-incomplete" in proc.stderr
     assert [p.name for p in run.iterdir()] == ["events.jsonl"]
 
-    rescore_artifacts(run, allow_incomplete=True)
+    rescore_artifacts(run, allow_incomplete=True, attest=attestations)
     manifest = orjson.loads((run / "manifest.json").read_bytes())
     assert manifest["log"] is None and manifest["run_finished"] is None
     assert "no record of how the run ended" in (run / "summary.md").read_text()
@@ -245,8 +246,8 @@ def test_a_finished_log_without_its_record_is_not_made_sound(
     run = _tampered(finished_run, tmp_path / "run", "lines rewritten and re-chained")
     (run / "manifest.json").unlink()
     with pytest.raises(ArtifactError, match="no record of how its run ended"):
-        rescore_artifacts(run)
-    rescore_artifacts(run, allow_incomplete=True)
+        rescore_artifacts(run, attest=attestations)
+    rescore_artifacts(run, allow_incomplete=True, attest=attestations)
     assert not verify_run(run).ok
 
 
@@ -321,7 +322,7 @@ def big_run(tmp_path_factory: pytest.TempPathFactory, finished_run: Path) -> Pat
     run.mkdir()
     write_events_sync(run / "events.jsonl", entries())
     assert (run / "events.jsonl").stat().st_size >= MIN_PARALLEL_BYTES
-    build_artifacts(run, workers=1)
+    build_artifacts(run, workers=1, attest=attestations)
     return run
 
 

@@ -11,6 +11,7 @@ from fakes import FakeProvider, ScriptedArm
 
 from effectbench.core.arm import TaskView
 from effectbench.core.events import TERMINAL_TYPES
+from effectbench.core.hashing import content_hash
 from effectbench.core.model import AgentReport, trial_params
 from effectbench.core.provider import EnvHandle
 from effectbench.log.reader import read_log, verify_log
@@ -53,7 +54,7 @@ def test_one_episode_emits_the_lifecycle_in_order(tmp_path: Path) -> None:
     from effectbench.core.codec import converter
     from effectbench.core.model import Effect
 
-    assert planned["effect_hash"] == converter.structure(planned["effect"], Effect).content_hash()
+    assert planned["effect_hash"] == content_hash(converter.structure(planned["effect"], Effect))
     post = events[8].data["snapshot"]
     assert post["readable"] and post["tables"]["notes"][0]["note"] == planned["params"]["note"]
     telemetry = events[6].data

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from test_artifacts import read_rows, write_run
 
+from effectbench.audit.checks import attestations
 from effectbench.outputs.artifacts import build_artifacts, dump_json
 from effectbench.verify.run_check import export_submission, verify_run, verify_submission
 
@@ -17,7 +18,7 @@ from effectbench.verify.run_check import export_submission, verify_run, verify_s
 @pytest.fixture
 def run(tmp_path: Path) -> Path:
     d = write_run(tmp_path / "run")
-    build_artifacts(d)
+    build_artifacts(d, attest=attestations)
     return d
 
 
@@ -338,7 +339,7 @@ def rewrite_log(run: Path, change: Callable[[list[Any]], list[Any]]) -> None:
     entries = [(e.type, dict(e.data), e.ep) for e in read_log(run / "events.jsonl")]
     (run / "events.jsonl").unlink()
     write_events_sync(run / "events.jsonl", change(entries), ts=1_700_000_000.0)
-    build_artifacts(run)
+    build_artifacts(run, attest=attestations)
 
 
 def retried(entries: list[Any], ep: str, new_ep: str) -> list[Any]:
@@ -387,7 +388,7 @@ def test_a_manifest_that_is_not_an_object_is_rejected(run: Path) -> None:
     # A truncated log, rebuilt artifacts, and a manifest that no longer states the final hash.
     path = run / "events.jsonl"
     path.write_bytes(b"".join(lines(path)[:-1]))
-    build_artifacts(run)
+    build_artifacts(run, attest=attestations)
     (run / "manifest.json").write_bytes(b"[]\n")
     reasons = reasons_of(run)
     assert any("manifest.json: is not a JSON object (got list)" in r for r in reasons), reasons

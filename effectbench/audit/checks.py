@@ -27,13 +27,11 @@ failed, a snapshot was unreadable) is ``incomplete``: nothing is attested from a
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 import attrs
-import orjson
 
 from effectbench.arms.adversaries import (
     ADVERSARY_NAMES,
@@ -57,7 +55,6 @@ from effectbench.core.events import (
     RunStarted,
 )
 from effectbench.core.model import Category, Outcome, Snapshot, TaskSpec, TrueState
-from effectbench.core.provider import BenchmarkProvider
 from effectbench.log.reader import LogError, LoggedEvent, read_log
 from effectbench.oracles.sqlite import diff_snapshots
 from effectbench.projections.episodes import ProjectionError, project_episodes
@@ -70,10 +67,9 @@ __all__ = [
     "AuditError",
     "AuditReport",
     "TaskAudit",
+    "attestations",
     "audit_arms",
-    "audit_cli_main",
     "audit_log",
-    "audit_provider",
     "format_audit",
     "is_refusal_control",
 ]
@@ -396,44 +392,22 @@ def audit_log(log_path: str | os.PathLike[str]) -> AuditReport:
     )
 
 
-async def audit_provider(
-    provider: BenchmarkProvider | str,
-    *,
-    out_dir: str | os.PathLike[str] | None,
-    trials: int = DEFAULT_TRIALS,
-    concurrency: int = 16,
-    force: bool = False,
-    registry: Any = None,
-) -> AuditReport:
-    """Run the reference and every adversary over every task, then audit the log.
-
-    The run is an ordinary run directory in ``out_dir`` (None: ``runs/<run-id>/``); the
-    report is also written there as ``audit.json``, so the attestations travel with
-    their evidence.
-    """
-    from effectbench.api import RunError, evaluate_provider_async
-    from effectbench.run.outdir import lost
-
-    if out_dir is not None and not force and Path(out_dir).is_dir() and any(Path(out_dir).iterdir()):
-        raise AuditError(
-            f"audit directory {out_dir} already exists and is not empty; choose another --out or pass --force "
-            "to replace it"
-        )
+def attestations(arms: Sequence[str], log_path: Path) -> dict[str, Any]:
+    """The manifest's ``adversarially_audited``, only from audit evidence: this log, when
+    it is an audit run. Callers pass this into the artifact build (``attest=``)."""
+    if not set(AUDIT_ARMS) <= set(arms):
+        return {
+            "adversarially_audited": None,
+            "source": "no audit evidence in this log (run `effectbench audit` to produce it)",
+        }
     try:
-        result = await evaluate_provider_async(
-            audit_arms(), provider, trials=trials, concurrency=concurrency, out=out_dir, force=force, registry=registry
-        )
-    except RunError as exc:
-        raise AuditError(str(exc)) from None
-    if result.interrupted:
-        raise AuditError(f"the audit run in {result.run_dir} was interrupted; run the audit again")
-    report = audit_log(result.log_path)
-    if result.outcome is not None and report.final_hash != result.outcome.final_hash:
-        raise lost(result.run_dir)  # replaced after the run: that log is another run's
-    (result.run_dir / AUDIT_FILE).write_bytes(
-        orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-    )
-    return report
+        report = audit_log(log_path)
+    except Exception as exc:  # noqa: BLE001 - no evidence means no attestation, never a guess
+        return {"adversarially_audited": None, "source": f"audit of this log failed: {exc}"}
+    return {
+        "adversarially_audited": dict(sorted(report.attestations.items())),
+        "source": f"{Path(log_path).name} (audit run)",
+    }
 
 
 # --- presentation -----------------------------------------------------------------------------
@@ -457,39 +431,3 @@ def format_audit(report: AuditReport) -> str:
     verdict = "every task audited" if report.ok else f"{len(report.tasks) - n_ok} task(s) failed the audit"
     lines.append(f"{n_ok}/{len(report.tasks)} audited: {verdict}. Evidence: {report.log_path}")
     return "\n".join(lines)
-
-
-def audit_cli_main(
-    provider_name: str,
-    out_dir: str | os.PathLike[str] | None,
-    *,
-    trials: int = DEFAULT_TRIALS,
-    concurrency: int = 16,
-    force: bool = False,
-    stdout: TextIO | None = None,
-    stderr: TextIO | None = None,
-) -> int:
-    """``effectbench audit --provider NAME``: 0 when every task is audited, 1 with the
-    reasons when any task fails, 2 (one line on stderr) when the audit cannot run."""
-    import anyio
-
-    from effectbench.run.outdir import RunDirLost
-    from effectbench.run.plan import PlanError
-    from effectbench.run.registry import PluginError
-
-    out, err = stdout or sys.stdout, stderr or sys.stderr
-    if trials < 1:
-        print(f"effectbench audit: --trials must be a positive integer, got {trials}", file=err)
-        return 2
-
-    async def go() -> AuditReport:
-        return await audit_provider(provider_name, out_dir=out_dir, trials=trials, concurrency=concurrency, force=force)
-
-    try:
-        report = anyio.run(go)
-    except (AuditError, PluginError, PlanError, RunDirLost, OSError) as exc:
-        print(f"effectbench audit: error: {' '.join(str(exc).split())}", file=err)
-        return 2
-    print(format_audit(report), file=out)
-    print(f"run directory: {report.log_path.parent.absolute()}", file=out)
-    return 0 if report.ok else 1

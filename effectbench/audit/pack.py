@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from effectbench.core.hashing import content_hash
 from effectbench.core.model import SPEC_VERSION, Split, TaskSpec
 from effectbench.core.provider import BenchmarkProvider
+from effectbench.core.redaction import SEALED_KEYS, redact_task_entry
 from effectbench.run.plan import pack_fingerprint
 
 if TYPE_CHECKING:
@@ -41,16 +43,8 @@ __all__ = [
 
 PACK_SCHEMA: Final = "effectbench.pack/1"
 
-SEALED_KEYS: Final = ("task_id", "title", "category", "substrate", "split")
-"""The only fields a test-split task publishes."""
-
-
 class PackError(ValueError):
     """Audit evidence that does not belong to the pack being published."""
-
-
-def _is_sealed(split: object) -> bool:
-    return str(split) == Split.TEST.value
 
 
 def public_task_entry(task: TaskSpec) -> dict[str, Any]:
@@ -72,21 +66,11 @@ def public_task_entry(task: TaskSpec) -> dict[str, Any]:
             "correct_action_available": task.correct_action_available,
             "goal": task.goal,
             "oracle": attrs.asdict(task.oracle),
-            "effect_hash": task.expected_effect.content_hash(),
+            "effect_hash": content_hash(task.expected_effect),
             "sealed": False,
         }
     )
     return entry
-
-
-def redact_task_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """Apply the public redaction to an already-built task entry (e.g. a run manifest's):
-    a test-split entry keeps only ``SEALED_KEYS`` and is marked sealed; others pass as is."""
-    if not _is_sealed(entry.get("split")):
-        return dict(entry)
-    kept = {k: entry[k] for k in SEALED_KEYS if k in entry}
-    kept["sealed"] = True
-    return kept
 
 
 def public_pack_manifest(

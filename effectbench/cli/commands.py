@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from effectbench import __version__
+from effectbench.core.versions import PACKAGE_VERSION
 
 EXIT_USAGE = 2
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -45,7 +45,7 @@ def _out(text: str) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
-    __version__, "--version", prog_name="effectbench", message="%(prog)s %(version)s"
+    PACKAGE_VERSION, "--version", prog_name="effectbench", message="%(prog)s %(version)s"
 )
 @click.option(
     "--log-format",
@@ -297,6 +297,7 @@ def rescore(run_dir: Path, allow_incomplete: bool, no_report: bool) -> int:
     record of how it ended."""
     import orjson
 
+    from effectbench.audit.checks import attestations
     from effectbench.outputs.artifacts import rescore_artifacts
 
     if run_dir.exists() and not run_dir.is_dir():
@@ -305,7 +306,7 @@ def rescore(run_dir: Path, allow_incomplete: bool, no_report: bool) -> int:
         _fail(f"run directory {run_dir} does not exist")
     if not (run_dir / "events.jsonl").is_file():
         _fail(f"{run_dir} holds no events.jsonl; it is not a run directory")
-    built = rescore_artifacts(run_dir, allow_incomplete=allow_incomplete)
+    built = rescore_artifacts(run_dir, allow_incomplete=allow_incomplete, attest=attestations)
     if built.incomplete is not None:
         click.echo(
             f"effectbench: warning: {built.incomplete}; scored anyway, and "
@@ -502,7 +503,7 @@ def reference(
 @_force_option
 def audit(provider: str, trials: int, concurrency: int, out: Path | None, force: bool) -> int:
     """Run the reference arm and every adversary over every task; exit 1 naming each task that fails."""
-    from effectbench.audit.checks import audit_cli_main
+    from effectbench.cli.audit import audit_cli_main
 
     return audit_cli_main(provider, out, trials=trials, concurrency=concurrency, force=force)
 

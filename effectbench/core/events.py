@@ -18,10 +18,11 @@ from typing import Any, Final
 
 import attrs
 
+from effectbench.core import versions
 from effectbench.core.model import FailureClass, JSONScalar
 
-SCHEMA_MAJOR: Final = 1
-SCHEMA_ID: Final = "effectbench.events/1"
+SCHEMA_MAJOR: Final = versions.EVENTS_SCHEMA_MAJOR
+SCHEMA_ID: Final = versions.EVENTS_SCHEMA_ID
 
 
 @attrs.frozen

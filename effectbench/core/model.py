@@ -16,8 +16,9 @@ from typing import Any, TypeAlias
 import attrs
 import orjson
 
-SPEC_VERSION = "1.0.0"
-"""Version of SPEC.md this code implements (semantic versioning, see SPEC.md section 10)."""
+from effectbench.core import versions
+
+SPEC_VERSION = versions.SPEC_VERSION
 
 
 class InvalidSpec(ValueError):
@@ -181,13 +182,6 @@ class Effect:
         if self.record_written.idempotency_key is not None:
             values.append(self.record_written.idempotency_key[1])
         return not any(isinstance(v, ParamRef) for v in values)
-
-    def content_hash(self) -> str:
-        """A stable sha256 of the (resolved) contract, independent of dict order."""
-        from effectbench.core.codec import converter
-
-        blob = orjson.dumps(converter.unstructure(self), option=orjson.OPT_SORT_KEYS)
-        return hashlib.sha256(blob).hexdigest()
 
 
 @attrs.frozen

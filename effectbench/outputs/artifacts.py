@@ -21,39 +21,45 @@ from __future__ import annotations
 import os
 import platform
 import re
-import tempfile
-from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 import attrs
 import orjson
 
-from effectbench.core.events import SCHEMA_ID, RunFinished, RunResumed, RunStarted
+from effectbench.core.errors import ArtifactError
+from effectbench.core.events import SCHEMA_ID
 from effectbench.core.model import (
     SPEC_VERSION,
-    Category,
-    FailureClass,
-    Outcome,
-    Substrate,
-    SwerVariant,
-    TrueState,
 )
-from effectbench.log.reader import LogError, LoggedEvent, read_log
+from effectbench.core.rundir import (
+    ARTIFACT_FILES,
+    LOG_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    RESULTS_FILE,
+    SUMMARY_FILE,
+)
+from effectbench.log.reader import LogError
+from effectbench.outputs.logpass import LogPass, PlanFacts, RunFacts, sequential_pass, write_atomic
+from effectbench.outputs.rows import TASK_AXES, record_from_row, record_row
 from effectbench.projections.metrics import (
     FIRST_ELIGIBLE,
     MetricsAccumulator,
     MetricsError,
     PlanIndex,
 )
-from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 from effectbench.scoring.stats import Z95
 
 __all__ = [
     "ARTIFACT_FILES",
     "LOG_FILE",
+    "MANIFEST_FILE",
+    "METRICS_FILE",
+    "RESULTS_FILE",
+    "SUMMARY_FILE",
     "TASK_AXES",
     "ArtifactError",
     "ArtifactSet",
@@ -68,29 +74,8 @@ __all__ = [
     "scoring_version",
 ]
 
-LOG_FILE: Final = "events.jsonl"
-RESULTS_FILE: Final = "results.jsonl"
-MANIFEST_FILE: Final = "manifest.json"
-METRICS_FILE: Final = "metrics.json"
-SUMMARY_FILE: Final = "summary.md"
-ARTIFACT_FILES: Final = (RESULTS_FILE, MANIFEST_FILE, METRICS_FILE, SUMMARY_FILE)
-TASK_AXES: Final = (
-    "category",
-    "substrate",
-    "split",
-    "reversible",
-    "effect_declared",
-    "correct_action_available",
-)
-"""The task facts every episode row repeats (and the verifier checks against the task)."""
 MANIFEST_SCHEMA: Final = "effectbench.manifest/1"
 _JSON_OPTS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
-_ROW_OPTS: Final = orjson.OPT_SORT_KEYS
-_COPY_CHUNK: Final = 1 << 22
-
-
-class ArtifactError(Exception):
-    """The artifacts cannot be built; the message says what is wrong and what to do."""
 
 
 @attrs.frozen
@@ -117,278 +102,6 @@ def scoring_version() -> str:
 def dump_json(value: Any) -> bytes:
     """The one JSON form of every artifact: sorted keys, 2-space indent, trailing newline."""
     return orjson.dumps(value, option=_JSON_OPTS) + b"\n"
-
-
-# --------------------------------------------------------------------------- rows
-
-
-def record_row(rec: EpisodeRecord) -> dict[str, Any]:
-    """One results.jsonl row. Labels keep their enum values; unknown telemetry stays null."""
-    t = rec.telemetry
-    return {
-        "episode_id": rec.episode_id,
-        "arm": rec.arm,
-        "task_id": rec.task_id,
-        "trial": rec.trial,
-        "category": rec.category.value,
-        "substrate": rec.substrate.value,
-        "split": rec.split,
-        "reversible": rec.reversible,
-        "effect_declared": rec.effect_declared,
-        "correct_action_available": rec.correct_action_available,
-        "reported_success": rec.reported_success,
-        "halted": rec.halted,
-        "true_state": None if rec.true_state is None else rec.true_state.value,
-        "outcome": None if rec.outcome is None else rec.outcome.value,
-        "swer_variant": None if rec.swer_variant is None else rec.swer_variant.value,
-        "eligible": rec.eligible,
-        "failure_class": None if rec.failure_class is None else rec.failure_class.value,
-        "verdict_reasons": list(rec.verdict_reasons),
-        "observed_count": rec.observed_count,
-        "expected_count": rec.expected_count,
-        "telemetry": {
-            "wall_ms": t.wall_ms,
-            "setup_ms": t.setup_ms,
-            "model_calls": t.model_calls,
-            "input_tokens": t.input_tokens,
-            "output_tokens": t.output_tokens,
-            "cost_usd": t.cost_usd,
-            "actions": t.actions,
-        },
-        "evidence": dict(rec.evidence),
-    }
-
-
-def _enum(cls: Any, value: Any) -> Any:
-    return None if value is None else cls(value)
-
-
-def record_from_row(row: Mapping[str, Any]) -> EpisodeRecord:
-    """The EpisodeRecord a results.jsonl row stands for (ValueError/KeyError when malformed)."""
-    tel = row.get("telemetry") or {}
-    return EpisodeRecord(
-        episode_id=row["episode_id"],
-        arm=row["arm"],
-        task_id=row["task_id"],
-        trial=int(row["trial"]),
-        category=Category(row["category"]),
-        substrate=Substrate(row["substrate"]),
-        split=row["split"],
-        reversible=bool(row["reversible"]),
-        effect_declared=bool(row["effect_declared"]),
-        correct_action_available=bool(row["correct_action_available"]),
-        reported_success=row["reported_success"],
-        halted=row.get("halted"),
-        true_state=_enum(TrueState, row["true_state"]),
-        outcome=_enum(Outcome, row["outcome"]),
-        swer_variant=_enum(SwerVariant, row["swer_variant"]),
-        eligible=bool(row["eligible"]),
-        failure_class=_enum(FailureClass, row["failure_class"]),
-        verdict_reasons=tuple(row.get("verdict_reasons") or ()),
-        observed_count=row.get("observed_count"),
-        expected_count=row.get("expected_count"),
-        telemetry=EpisodeTelemetry(**{k: tel.get(k) for k in attrs.fields_dict(EpisodeTelemetry)}),
-        evidence=dict(row.get("evidence") or {}),
-    )
-
-
-# --------------------------------------------------------------------------- the log pass
-
-
-@attrs.frozen
-class _PlanFacts:
-    """What the artifacts need from the plan, kept instead of the (possibly large) plan."""
-
-    index: PlanIndex
-    provider: Mapping[str, Any]
-    pack_fingerprint: Any
-    task_globs: list[Any]
-    versions: Mapping[str, Any]
-    tasks: list[dict[str, Any]]
-
-    @classmethod
-    def of(cls, plan: Mapping[str, Any]) -> _PlanFacts:
-        return cls(
-            index=PlanIndex.from_plan(plan),
-            provider=dict(plan.get("provider") or {}),
-            pack_fingerprint=plan.get("pack_fingerprint"),
-            task_globs=list(plan.get("task_globs") or []),
-            versions=dict(plan.get("versions") or {}),
-            tasks=[_task_entry(t) for t in plan.get("tasks", ())],
-        )
-
-
-@attrs.define
-class _RunFacts:
-    """Run-level events seen while streaming (everything else goes to the projection)."""
-
-    started: Mapping[str, Any] | None = None
-    plan: _PlanFacts | None = None
-    resumes: list[dict[str, Any]] = attrs.field(factory=list)
-    finished: Mapping[str, Any] | None = None
-    finished_seq: int = -1
-    """seq of the last run.finished: the log ends with its run only if it is the last event."""
-
-    def tap(self, events: Iterator[LoggedEvent]) -> Iterator[LoggedEvent]:
-        for ev in events:
-            if ev.ep is None:
-                self.see(ev)
-            elif self.started is None:
-                self.too_early(ev)
-            yield ev
-
-    def see(self, ev: LoggedEvent) -> None:
-        """Take one run-level event (``ep`` is None), as tap does."""
-        t = ev.type
-        if t == RunStarted.TYPE:
-            if self.started is None:
-                self._start(ev.data)
-        elif t == RunResumed.TYPE:
-            self._resumed(ev)
-        elif t == RunFinished.TYPE:
-            self.finished = ev.data
-            self.finished_seq = ev.seq
-
-    def too_early(self, ev: LoggedEvent) -> NoReturn:
-        raise ArtifactError(
-            f"{LOG_FILE}: event #{ev.seq} comes before run.started; the log does not start "
-            "with its plan, so it cannot be scored"
-        )
-
-    def _resumed(self, ev: LoggedEvent) -> None:
-        self.resumes.append(
-            {
-                "seq": ev.seq,
-                "kept": ev.data.get("kept"),
-                "abandoned": ev.data.get("abandoned"),
-                "concurrency": ev.data.get("concurrency"),
-            }
-        )
-
-    def _start(self, data: Mapping[str, Any]) -> None:
-        plan = data.get("plan")
-        if not isinstance(plan, Mapping):
-            raise ArtifactError(f"{LOG_FILE}: run.started carries no plan; it is not a run log")
-        self.started = {k: v for k, v in data.items() if k != "plan"}
-        self.plan = _PlanFacts.of(plan)
-
-    def plan_facts(self) -> _PlanFacts:
-        if self.plan is None:
-            raise ArtifactError(
-                f"{LOG_FILE} has no run.started event with a plan; it is not a run log"
-            )
-        return self.plan
-
-
-class _Spill:
-    """Rows written as they complete, read back in plan order through offsets."""
-
-    def __init__(self, run_dir: Path, n_slots: int, file: Any = None) -> None:
-        self.file = (
-            tempfile.TemporaryFile(dir=run_dir, prefix=".results-", suffix=".spill")  # noqa: SIM115
-            if file is None
-            else file
-        )
-        self.offsets = array("q", [-1]) * n_slots
-        self.lengths = array("l", [0]) * n_slots
-        self.pos = 0
-        # A sharded rescore merges other workers' spill files in: ``source[slot]`` names
-        # the file (index into ``sources``; 0 is this one) that holds the slot's row.
-        self.sources: list[Any] = [self.file]
-        self.source: bytearray | None = None
-
-    def put(self, slot: int, line: bytes) -> None:
-        self.file.write(line)
-        self.offsets[slot] = self.pos
-        self.lengths[slot] = len(line)
-        self.pos += len(line)
-
-    def write_ordered(self, out: Any) -> None:
-        """Copy rows out in slot order; adjacent rows are read as one range (pread, so no
-        mapped pages count against memory)."""
-        self.file.flush()
-        if self.source is not None:
-            self._write_merged(out, self.source)
-            return
-        fd = self.file.fileno()
-        start = end = 0
-        lengths = self.lengths
-        for slot, off in enumerate(self.offsets):
-            if off < 0:
-                continue
-            if off != end or end - start >= _COPY_CHUNK:
-                if end > start:
-                    out.write(os.pread(fd, end - start, start))
-                start = off
-                end = off
-            end += lengths[slot]
-        if end > start:
-            out.write(os.pread(fd, end - start, start))
-
-    def _write_merged(self, out: Any, source: bytearray) -> None:
-        fds = [f.fileno() for f in self.sources]
-        start = end = 0
-        cur = 0
-        lengths = self.lengths
-        for slot, off in enumerate(self.offsets):
-            if off < 0:
-                continue
-            src = source[slot]
-            if off != end or src != cur or end - start >= _COPY_CHUNK:
-                if end > start:
-                    out.write(os.pread(fds[cur], end - start, start))
-                start = end = off
-                cur = src
-            end += lengths[slot]
-        if end > start:
-            out.write(os.pread(fds[cur], end - start, start))
-
-    def close(self) -> None:
-        self.file.close()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-@attrs.define
-class LogPass:
-    """What one pass over the log leaves for the artifacts (sequential or sharded)."""
-
-    facts: _RunFacts
-    acc: MetricsAccumulator | None
-    spill: _Spill | None
-    count: int
-    last_hash: str
-    torn_tail: bool
-    episodes: int
-
-
-def _sequential_pass(log_path: Path, root: Path, verify_chain: bool) -> LogPass:
-    from effectbench.projections.episodes import project_episodes
-
-    reader = read_log(log_path, verify=verify_chain)
-    facts = _RunFacts()
-    acc: MetricsAccumulator | None = None
-    spill: _Spill | None = None
-    dumps = orjson.dumps
-    episodes = 0
-    try:
-        for rec in project_episodes(facts.tap(iter(reader))):
-            if acc is None:
-                acc = MetricsAccumulator(facts.plan_facts().index)
-                spill = _Spill(root, len(acc.plan))
-            slot = acc.add(rec)
-            assert spill is not None
-            spill.put(slot, dumps(record_row(rec), option=_ROW_OPTS) + b"\n")
-            episodes += 1
-    except BaseException:
-        if spill is not None:
-            spill.close()
-        raise
-    return LogPass(facts, acc, spill, reader.count, reader.last_hash, reader.torn_tail, episodes)
 
 
 @attrs.frozen
@@ -482,6 +195,7 @@ def build_artifacts(
     out_dir: str | os.PathLike[str] | None = None,
     verify_chain: bool = True,
     workers: int | None = None,
+    attest: Attester | None = None,
 ) -> ArtifactSet:
     """Stream ``<run_dir>/events.jsonl`` once and (re)write the four derived artifacts,
     with the record of how the run ended taken from the log: what the end of a run
@@ -494,7 +208,7 @@ def build_artifacts(
     Both give byte-identical artifacts; the sharded pass hands any problem to the
     one-process pass, so errors are always the same.
     """
-    return _build(Path(run_dir), out_dir, verify_chain, workers, None)
+    return _build(Path(run_dir), out_dir, verify_chain, workers, None, attest)
 
 
 def rescore_artifacts(
@@ -502,6 +216,7 @@ def rescore_artifacts(
     *,
     allow_incomplete: bool = False,
     workers: int | None = None,
+    attest: Attester | None = None,
 ) -> ArtifactSet:
     """``effectbench rescore``: rebuild the artifacts in place, keeping the record of how
     the run ended that its manifest.json holds (a rescore never writes one).
@@ -522,7 +237,7 @@ def rescore_artifacts(
                 "finishes (or is stopped)"
             )
         rescore = _Rescore(_RunRecord.recorded(root / MANIFEST_FILE), allow_incomplete)
-        return _build(root, None, True, workers, rescore)
+        return _build(root, None, True, workers, rescore, attest)
 
 
 def _build(
@@ -531,6 +246,7 @@ def _build(
     verify_chain: bool,
     workers: int | None,
     rescore: _Rescore | None,
+    attest: Attester | None,
 ) -> ArtifactSet:
     from effectbench.projections.episodes import ProjectionError
 
@@ -549,7 +265,7 @@ def _build(
             if n > 1:
                 lp = sharded_pass(log_path, root, n)
         if lp is None:
-            lp = _sequential_pass(log_path, root, verify_chain)
+            lp = sequential_pass(log_path, root, verify_chain)
         plan = lp.facts.plan_facts()
         record, incomplete = _RunRecord.of(lp), None
         if rescore is not None:
@@ -559,7 +275,7 @@ def _build(
             record = rescore.record or _NO_RECORD
         acc = lp.acc if lp.acc is not None else MetricsAccumulator(plan.index)
         metrics = acc.document(scoring_version())
-        manifest = _manifest(lp.facts, plan, acc, record, log_path)
+        manifest = _manifest(lp.facts, plan, acc, record, log_path, attest)
         results_tmp = root / (RESULTS_FILE + ".tmp")
         with open(results_tmp, "wb") as out:
             if lp.spill is not None:
@@ -576,9 +292,9 @@ def _build(
     finally:
         if lp is not None and lp.spill is not None:
             lp.spill.close()
-    _write_atomic(root / METRICS_FILE, dump_json(metrics))
-    _write_atomic(root / MANIFEST_FILE, dump_json(manifest))
-    _write_atomic(root / SUMMARY_FILE, render_summary(manifest, metrics).encode("utf-8"))
+    write_atomic(root / METRICS_FILE, dump_json(metrics))
+    write_atomic(root / MANIFEST_FILE, dump_json(manifest))
+    write_atomic(root / SUMMARY_FILE, render_summary(manifest, metrics).encode("utf-8"))
     return ArtifactSet(
         run_dir=root,
         results=root / RESULTS_FILE,
@@ -593,25 +309,6 @@ def _build(
 
 
 # --------------------------------------------------------------------------- manifest
-
-
-def _task_entry(task: Mapping[str, Any]) -> dict[str, Any]:
-    from effectbench.core.codec import converter
-    from effectbench.core.model import Effect
-
-    entry = {key: task.get(key) for key in ("task_id", *TASK_AXES)}
-    try:
-        entry["effect_hash"] = converter.structure(task["expected_effect"], Effect).content_hash()
-    except Exception:  # noqa: BLE001 - a task the plan cannot rebuild has no hash to state
-        entry["effect_hash"] = None
-    entry["adversarially_audited_declared"] = bool(
-        (task.get("oracle") or {}).get("adversarially_audited", False)
-    )
-    from effectbench.audit.pack import redact_task_entry
-
-    # A test-split task is scored (the log holds its effect) but the manifest, which is
-    # published with results, lists only its axes: the public pack's redaction.
-    return redact_task_entry(entry)
 
 
 def _dependency_versions() -> dict[str, str | None]:
@@ -633,35 +330,23 @@ def _dependency_versions() -> dict[str, str | None]:
     return dict(sorted(out.items()))
 
 
-def _attestations(arms: Sequence[str], log_path: Path) -> dict[str, Any]:
-    """``adversarially_audited`` only from audit evidence: this log, when it is an audit run."""
-    try:
-        from effectbench.audit.checks import AUDIT_ARMS, audit_log
-    except ImportError:
-        return {"adversarially_audited": None, "source": "audit module unavailable"}
-    if not set(AUDIT_ARMS) <= set(arms):
-        return {
-            "adversarially_audited": None,
-            "source": "no audit evidence in this log (run `effectbench audit` to produce it)",
-        }
-    try:
-        report = audit_log(log_path)
-    except Exception as exc:  # noqa: BLE001 - no evidence means no attestation, never a guess
-        return {"adversarially_audited": None, "source": f"audit of this log failed: {exc}"}
-    return {
-        "adversarially_audited": dict(sorted(report.attestations.items())),
-        "source": f"{LOG_FILE} (audit run)",
-    }
+Attester = Callable[[Sequence[str], Path], Mapping[str, Any]]
+"""(the run's arms, its log) -> the manifest's ``attestations``: the caller passes the
+audit's (effectbench.audit.checks.attestations), so writing artifacts never imports the
+audit, which can run whole evaluations."""
+
+NOT_ATTESTED: Final = {"adversarially_audited": None, "source": "not attested by this build"}
 
 
 def _manifest(
-    facts: _RunFacts,
-    plan: _PlanFacts,
+    facts: RunFacts,
+    plan: PlanFacts,
     acc: MetricsAccumulator,
     record: _RunRecord,
     log_path: Path,
+    attest: Attester | None,
 ) -> dict[str, Any]:
-    from effectbench import __version__
+    from effectbench.core import versions
 
     started = facts.started or {}
     recorded_versions = dict(started.get("versions") or plan.versions)
@@ -670,7 +355,7 @@ def _manifest(
         "schema": MANIFEST_SCHEMA,
         "run_id": started.get("run_id"),
         "versions": {
-            "package": __version__,
+            "package": versions.PACKAGE_VERSION,
             "spec": SPEC_VERSION,
             "scoring": scoring_version(),
             "events_schema": SCHEMA_ID,
@@ -705,7 +390,9 @@ def _manifest(
             "release": platform.release(),
         },
         "dependencies": _dependency_versions(),
-        "attestations": _attestations(acc.plan.arms, log_path),
+        "attestations": dict(
+            NOT_ATTESTED if attest is None else attest(acc.plan.arms, log_path)
+        ),
     }
 
 

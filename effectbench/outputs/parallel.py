@@ -40,7 +40,8 @@ import orjson
 
 from effectbench.core.events import SCHEMA_MAJOR
 from effectbench.log.reader import _CHUNK, _SLOT_SETTERS, GENESIS_HASH, LoggedEvent, warn_torn_tail
-from effectbench.outputs.artifacts import _ROW_OPTS, LogPass, _RunFacts, _Spill, record_row
+from effectbench.outputs.logpass import LogPass, RunFacts, Spill
+from effectbench.outputs.rows import ROW_OPTS, record_row
 from effectbench.projections.metrics import TELEMETRY_FIELDS, MetricsAccumulator
 
 __all__ = ["MIN_PARALLEL_BYTES", "shard_of", "sharded_pass", "worker_count"]
@@ -110,10 +111,10 @@ def _valid_end(path: Path) -> tuple[int, int]:
 class _Shard:
     """One worker's part: the accumulator, the order key per slot, its spill."""
 
-    facts: _RunFacts
+    facts: RunFacts
     acc: MetricsAccumulator | None
     keys: array[int] | None
-    spill: _Spill | None
+    spill: Spill | None
     count: int
     last_hash: bytes
     episodes: int
@@ -131,12 +132,12 @@ def _scan(path: Path, end: int, w: int, workers: int, root: Path, spill_file: An
     new = object.__new__
     cls = LoggedEvent
     set_seq, set_type, set_ts, set_ep, set_data, set_line = _SLOT_SETTERS
-    facts = _RunFacts()
+    facts = RunFacts()
     proj = Projector()
     feed = proj.feed
     acc: MetricsAccumulator | None = None
     keys: array[int] | None = None
-    spill: _Spill | None = None
+    spill: Spill | None = None
     shards: dict[bytes, int] = {}
     prev = GENESIS_HASH.encode()
     n = 0
@@ -221,11 +222,11 @@ def _scan(path: Path, end: int, w: int, workers: int, root: Path, spill_file: An
                     if acc is None:
                         acc = MetricsAccumulator(facts.plan_facts().index)
                         keys = array("q", [-1]) * len(acc.plan)
-                        spill = _Spill(root, len(acc.plan), spill_file)
+                        spill = Spill(root, len(acc.plan), spill_file)
                     assert keys is not None and spill is not None
                     slot = acc.add(rec)
                     keys[slot] = event.seq
-                    spill.put(slot, dumps(record_row(rec), option=_ROW_OPTS) + b"\n")
+                    spill.put(slot, dumps(record_row(rec), option=ROW_OPTS) + b"\n")
                     episodes += 1
             if tail:
                 raise _Unsound("a line crosses the end of the valid part")
@@ -233,11 +234,11 @@ def _scan(path: Path, end: int, w: int, workers: int, root: Path, spill_file: An
             if acc is None:
                 acc = MetricsAccumulator(facts.plan_facts().index)
                 keys = array("q", [-1]) * len(acc.plan)
-                spill = _Spill(root, len(acc.plan), spill_file)
+                spill = Spill(root, len(acc.plan), spill_file)
             assert keys is not None and spill is not None
             slot = acc.add(rec)
             keys[slot] = key
-            spill.put(slot, dumps(record_row(rec), option=_ROW_OPTS) + b"\n")
+            spill.put(slot, dumps(record_row(rec), option=ROW_OPTS) + b"\n")
             episodes += 1
         facts.plan_facts()  # a log without its plan is the one-process pass's to report
     except BaseException:

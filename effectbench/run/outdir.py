@@ -21,22 +21,10 @@ from pathlib import Path
 from typing import Final
 
 from effectbench.core.events import SCHEMA_MAJOR, RunStarted
+from effectbench.core.rundir import LOG_FILE, RUN_FILES, SPILL_GLOB
 
-LOG_NAME: Final = "events.jsonl"
-RUN_FILES: Final = frozenset(
-    {
-        LOG_NAME,
-        "results.jsonl",
-        "manifest.json",
-        "metrics.json",
-        "summary.md",
-        "audit.json",
-        "report.html",
-    }
-)
-"""Every file a run, its artifacts, its report or an audit write in the run directory. The log is
-also the lock file (scheduler._exclusive locks it); a run creates no subfolders."""
-_LEFTOVERS: Final = (*(f"{name}.tmp" for name in sorted(RUN_FILES)), ".results-*.spill")
+LOG_NAME: Final = LOG_FILE
+_LEFTOVERS: Final = (*(f"{name}.tmp" for name in sorted(RUN_FILES)), SPILL_GLOB)
 """What a killed artifact build can leave: the first half of an atomic write, and a
 spill file where the platform has no anonymous temporary files."""
 _TORN_FIRST_LINE: Final = b'{"v":%d,"seq":0,"type":"%b",' % (SCHEMA_MAJOR, RunStarted.TYPE.encode())

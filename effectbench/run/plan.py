@@ -16,9 +16,11 @@ from typing import Any, Final
 
 import attrs
 
-from effectbench.core.model import SPEC_VERSION, Effect, TaskSpec, canonical_json, trial_params
+from effectbench.core import versions
+from effectbench.core.hashing import content_hash
+from effectbench.core.model import Effect, TaskSpec, canonical_json, trial_params
 
-PLAN_SCHEMA = "effectbench.plan/2"
+PLAN_SCHEMA = versions.PLAN_SCHEMA
 """Major 2 added ``arm_versions`` to the identity: an arm upgraded between a kill and a
 resume is a different plan."""
 
@@ -62,34 +64,19 @@ class ProviderInfo:
 
 def default_versions() -> dict[str, str]:
     """The versions a result depends on: package, spec, scoring and event schema."""
-    from effectbench import __version__
-    from effectbench.core.events import SCHEMA_ID
-
     return {
-        "package": __version__,
-        "spec": SPEC_VERSION,
-        "scoring": _scoring_version(),
-        "events_schema": SCHEMA_ID,
+        "package": versions.PACKAGE_VERSION,
+        "spec": versions.SPEC_VERSION,
+        "scoring": versions.SCORING_VERSION,
+        "events_schema": versions.EVENTS_SCHEMA_ID,
     }
-
-
-def _scoring_version() -> str:
-    for module in ("effectbench.scoring.classify", "effectbench.scoring.judge"):
-        try:
-            mod = __import__(module, fromlist=["SCORING_VERSION"])
-        except ImportError:
-            continue
-        version = getattr(mod, "SCORING_VERSION", None)
-        if isinstance(version, str):
-            return version
-    return SPEC_VERSION
 
 
 def _task_public(task: TaskSpec) -> dict[str, Any]:
     from effectbench.core.codec import converter
 
     data: dict[str, Any] = converter.unstructure(task)
-    data["effect_hash"] = task.expected_effect.content_hash()
+    data["effect_hash"] = content_hash(task.expected_effect)
     return data
 
 

@@ -532,7 +532,7 @@ class Scheduler:
         cached = self._effects.get(key)
         if cached is None:  # every arm of a (task, trial) shares one resolved effect
             effect = converter.unstructure(spec.effect)
-            # the same bytes Effect.content_hash() hashes, without unstructuring twice
+            # the same bytes hashing.content_hash(effect) hashes, without unstructuring twice
             digest = hashlib.sha256(orjson.dumps(effect, option=orjson.OPT_SORT_KEYS)).hexdigest()
             cached = (effect, digest)
             if len(self._effects) < RESOLVE_CACHE_MAX:  # bounded: memory flat in the plan size

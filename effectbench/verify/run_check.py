@@ -23,6 +23,8 @@ from typing import Any, Final
 import attrs
 import orjson
 
+from effectbench.audit.checks import attestations
+from effectbench.core.hashing import content_hash
 from effectbench.core.model import (
     SPEC_VERSION,
     Effect,
@@ -264,7 +266,7 @@ def _plan_checks(
             key = (task.task_id, trial)
             if key not in expected_hash:
                 params = trial_params(task, trial)
-                expected_hash[key] = (params, task.expected_effect.resolve(params).content_hash())
+                expected_hash[key] = (params, content_hash(task.expected_effect.resolve(params)))
             params, effect_hash = expected_hash[key]
             if d.get("params") != params:
                 reasons.add(
@@ -273,7 +275,7 @@ def _plan_checks(
                 )
             try:
                 logged = converter.structure(d.get("effect"), Effect).resolve(d.get("params") or {})
-                logged_hash = logged.content_hash()
+                logged_hash = content_hash(logged)
             except Exception:  # noqa: BLE001 - untrusted log content
                 logged_hash = None
             if logged_hash != effect_hash or d.get("effect_hash") != effect_hash:
@@ -418,7 +420,7 @@ def verify_run(
     with tempfile.TemporaryDirectory(prefix="effectbench-verify-") as tmp:
         rebuilt_dir = Path(tmp)
         try:
-            build_artifacts(root, out_dir=rebuilt_dir, verify_chain=False)
+            build_artifacts(root, out_dir=rebuilt_dir, verify_chain=False, attest=attestations)
         except ArtifactError as exc:
             if bad is None or bad not in str(exc):  # else the chain line above says it all
                 reasons.add(LOG_FILE, f"labels and metrics cannot be re-derived: {exc}")
@@ -608,9 +610,9 @@ def _rederive(
             source, f"{where}: params differ from the payload the declared trials/seeds give"
         )
     effect = task.expected_effect.resolve(params)
-    effect_hash = effect.content_hash()
+    effect_hash = content_hash(effect)
     try:
-        row_effect_hash = converter.structure(row.get("effect"), Effect).content_hash()
+        row_effect_hash = content_hash(converter.structure(row.get("effect"), Effect))
     except Exception:  # noqa: BLE001 - untrusted submission content
         row_effect_hash = None
     if row_effect_hash != effect_hash or row.get("effect_hash") != effect_hash:

@@ -1,0 +1,49 @@
+"""``effectbench audit``: run the audit and print its verdict, with the command's exit
+codes (0 audited, 1 a task failed, 2 the audit could not run)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TextIO
+
+from effectbench.audit.checks import DEFAULT_TRIALS, AuditError, AuditReport, format_audit
+from effectbench.audit.runner import audit_provider
+
+__all__ = ["audit_cli_main"]
+
+
+def audit_cli_main(
+    provider_name: str,
+    out_dir: str | os.PathLike[str] | None,
+    *,
+    trials: int = DEFAULT_TRIALS,
+    concurrency: int = 16,
+    force: bool = False,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """``effectbench audit --provider NAME``: 0 when every task is audited, 1 with the
+    reasons when any task fails, 2 (one line on stderr) when the audit cannot run."""
+    import anyio
+
+    from effectbench.run.outdir import RunDirLost
+    from effectbench.run.plan import PlanError
+    from effectbench.run.registry import PluginError
+
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    if trials < 1:
+        print(f"effectbench audit: --trials must be a positive integer, got {trials}", file=err)
+        return 2
+
+    async def go() -> AuditReport:
+        return await audit_provider(provider_name, out_dir=out_dir, trials=trials, concurrency=concurrency, force=force)
+
+    try:
+        report = anyio.run(go)
+    except (AuditError, PluginError, PlanError, RunDirLost, OSError) as exc:
+        print(f"effectbench audit: error: {' '.join(str(exc).split())}", file=err)
+        return 2
+    print(format_audit(report), file=out)
+    print(f"run directory: {report.log_path.parent.absolute()}", file=out)
+    return 0 if report.ok else 1
