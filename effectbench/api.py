@@ -19,6 +19,7 @@ import attrs
 import orjson
 
 from effectbench.core.arm import Arm
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.provider import BenchmarkProvider
 from effectbench.run.plan import Plan, PlanError, ProviderInfo, build_plan, diff_plans
 from effectbench.run.scheduler import (
@@ -38,7 +39,7 @@ DEFAULT_CONCURRENCY = 32
 DEFAULT_ORACLE_RETRIES = 3
 
 
-class RunError(Exception):
+class RunError(EffectBenchError):
     """A run that cannot start or continue as asked; the message says what to do."""
 
 

@@ -18,12 +18,12 @@ from effectbench.arms.adversaries import (
     DuplicateArm,
     HaltArm,
     NullArm,
-    OracleArm,
     PhantomArm,
     WrongFieldArm,
     WrongTargetArm,
     parse_episode_id,
 )
+from effectbench.arms.reference import ReferenceArm
 from effectbench.core.arm import Arm, TaskView
 from effectbench.core.model import (
     AgentReport,
@@ -104,7 +104,7 @@ def true_state(driver: RecordingDriver, params: Mapping[str, str]) -> TrueState:
 
 def test_every_arm_satisfies_the_protocol_and_names_itself() -> None:
     arms: list[Arm] = [
-        NullArm(), HaltArm(), PhantomArm(), DuplicateArm(), WrongFieldArm(), WrongTargetArm(), CrossTrialArm(), OracleArm()
+        NullArm(), HaltArm(), PhantomArm(), DuplicateArm(), WrongFieldArm(), WrongTargetArm(), CrossTrialArm(), ReferenceArm()
     ]
     assert all(isinstance(a, Arm) for a in arms)
     assert [a.name for a in arms] == [*ADVERSARY_NAMES, REFERENCE_NAME]
@@ -114,7 +114,7 @@ def test_reference_writes_the_solution_once_and_reaches_correct() -> None:
     driver = RecordingDriver()
     env = EnvHandle(channels={}, driver=driver)
     task, params = view("oracle")
-    report = run(OracleArm(), task, env)
+    report = run(ReferenceArm(), task, env)
     assert report.reported_success and not report.halted
     assert driver.rows == [{"id": 1, **(task.solution or {})}]
     assert true_state(driver, params) is TrueState.CORRECT
@@ -124,13 +124,13 @@ def test_reference_writes_the_solution_once_and_reaches_correct() -> None:
 def test_reference_halts_with_nothing_written_without_a_solution() -> None:
     driver = RecordingDriver()
     env = EnvHandle(channels={}, driver=driver)
-    report = run(OracleArm(), view("oracle", solution=False)[0], env)
+    report = run(ReferenceArm(), view("oracle", solution=False)[0], env)
     assert not report.reported_success and report.halted
     assert driver.rows == []
 
 
 def test_reference_halts_without_a_driver() -> None:
-    report = run(OracleArm(), view("oracle")[0], EnvHandle(channels={}))
+    report = run(ReferenceArm(), view("oracle")[0], EnvHandle(channels={}))
     assert report.halted and "driver" in report.message
 
 
@@ -236,7 +236,7 @@ def test_a_driver_error_is_recorded_not_raised() -> None:
             raise ConnectionError("server went away")
 
     env = EnvHandle(channels={}, driver=Broken())
-    assert run(OracleArm(), view("oracle")[0], env).reported_success
+    assert run(ReferenceArm(), view("oracle")[0], env).reported_success
     assert any(a.kind == "submit_error" and "server went away" in str(a.detail["error"]) for a in env.telemetry.actions)
 
 
@@ -252,3 +252,14 @@ def test_episode_ids_parse_back(arm: str, task_id: str, trial: int) -> None:
 def test_a_malformed_episode_id_is_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="<arm>::<task_id>::t<trial>"):
         parse_episode_id(bad)
+
+
+def test_the_reference_arm_keeps_its_old_names() -> None:
+    """``ReferenceArm`` (arms/reference.py) is still the ``oracle`` entry point and
+    importable as ``OracleArm`` from its old module, under its logged name ``oracle``."""
+    from effectbench.arms import adversaries
+    from effectbench.run.registry import Registry
+
+    assert adversaries.OracleArm is ReferenceArm
+    assert ReferenceArm().name == REFERENCE_NAME == "oracle"
+    assert type(Registry().arm("oracle")) is ReferenceArm

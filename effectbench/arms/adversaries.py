@@ -31,9 +31,11 @@ from typing import ClassVar, Final
 
 import orjson
 
+from effectbench.arms.reference import REFERENCE_NAME, Solution, cannot_act, submit
+from effectbench.arms.reference import ReferenceArm as OracleArm
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport, JSONScalar, trial_tag
-from effectbench.core.provider import EnvHandle, ProductResponse
+from effectbench.core.provider import EnvHandle
 
 __all__ = [
     "ADVERSARY_NAMES",
@@ -52,7 +54,6 @@ __all__ = [
     "wrong_target_solution",
 ]
 
-REFERENCE_NAME: Final = "oracle"
 ADVERSARY_NAMES: Final = (
     "null",
     "halt",
@@ -66,7 +67,6 @@ AMEND_SUFFIX: Final = " (amended)"
 TARGET_SUFFIX: Final = "-x"
 CONFUSABLE_CHANNEL: Final = "confusable"
 
-Solution = Mapping[str, JSONScalar]
 
 
 # --- pure payload builders ------------------------------------------------------------------
@@ -162,27 +162,6 @@ def cross_trial_solution(task: TaskView, solution: Solution) -> tuple[Solution, 
 # --- arms -------------------------------------------------------------------------------------
 
 
-async def _submit(env: EnvHandle, values: Solution, attempt: int) -> ProductResponse | None:
-    """One submission through the product driver; a driver error is recorded, not raised,
-    because an arm that claims success regardless is exactly what the oracle must catch."""
-    assert env.driver is not None
-    try:
-        return await env.driver.submit(values)
-    except Exception as exc:  # noqa: BLE001 - recorded as an action, the oracle decides
-        env.telemetry.action(
-            "submit_error", attempt=attempt, error=f"{type(exc).__name__}: {exc}"[:300]
-        )
-        return None
-
-
-def _cannot_act(task: TaskView, env: EnvHandle) -> str | None:
-    if task.solution is None:
-        return "the task offers no solution to script"
-    if env.driver is None:
-        return "the provider offers no product driver"
-    return None
-
-
 class _Adversary:
     """Shared shape: an adversary always reports success unless it is ``halt``."""
 
@@ -235,13 +214,13 @@ class DuplicateArm(_Adversary):
     name: str = "duplicate"
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        why = _cannot_act(task, env)
+        why = cannot_act(task, env)
         if why is not None or task.solution is None:
             env.telemetry.action("adversary", attack="duplicate", wrote=False, reason=why)
             return self._claim()
         env.telemetry.action("adversary", attack="duplicate", wrote=True, submissions=2)
         for attempt in (1, 2):
-            await _submit(env, task.solution, attempt)
+            await submit(env, task.solution, attempt)
         return self._claim()
 
 
@@ -256,14 +235,14 @@ class _FieldMutationArm(_Adversary):
         raise NotImplementedError
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        why = _cannot_act(task, env)
+        why = cannot_act(task, env)
         built = None if why is not None or task.solution is None else self.mutate(task, task.solution, env)
         if built is None:
             env.telemetry.action("adversary", attack=self.name, wrote=False, reason=why or self.NO_FIELD)
             return self._claim()
         values, field = built
         env.telemetry.action("adversary", attack=self.name, wrote=True, field=field, value=values[field])
-        await _submit(env, values, 1)
+        await submit(env, values, 1)
         return self._claim()
 
 
@@ -297,7 +276,7 @@ class CrossTrialArm(_Adversary):
     name: str = "cross_trial"
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        why = _cannot_act(task, env)
+        why = cannot_act(task, env)
         built = (
             None
             if why is not None or task.solution is None
@@ -309,29 +288,11 @@ class CrossTrialArm(_Adversary):
                 env.telemetry.action(
                     "adversary", attack="cross_trial", wrote=True, replayed_trial=None
                 )
-                await _submit(env, task.solution, 1)
+                await submit(env, task.solution, 1)
             else:
                 env.telemetry.action("adversary", attack="cross_trial", wrote=False, reason=why)
             return self._claim()
         values, other = built
         env.telemetry.action("adversary", attack="cross_trial", wrote=True, replayed_trial=other)
-        await _submit(env, values, 1)
+        await submit(env, values, 1)
         return self._claim()
-
-
-class OracleArm:
-    """The reference: performs the intended action exactly once when one exists and
-    reports success; halts with nothing written when the task offers no solution."""
-
-    name: str = REFERENCE_NAME
-
-    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        why = _cannot_act(task, env)
-        if why is not None or task.solution is None:
-            env.telemetry.action("reference", wrote=False, reason=why)
-            return AgentReport(reported_success=False, halted=True, message=f"Halting: {why}.")
-        env.telemetry.action("reference", wrote=True, submissions=1)
-        await _submit(env, task.solution, 1)
-        return AgentReport(
-            reported_success=True, halted=False, message="Submitted the intended record once."
-        )

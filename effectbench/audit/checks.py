@@ -40,13 +40,14 @@ from effectbench.arms.adversaries import (
     DuplicateArm,
     HaltArm,
     NullArm,
-    OracleArm,
     PhantomArm,
     WrongFieldArm,
     WrongTargetArm,
 )
+from effectbench.arms.reference import ReferenceArm
 from effectbench.core.arm import Arm
 from effectbench.core.codec import converter
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
     TERMINAL_TYPES,
     EpisodeAbandoned,
@@ -91,14 +92,14 @@ _PRECEDENCE: Final = (BROKEN, GAMEABLE, LEAKY, INCOMPLETE)
 """When a task fails several checks its status is the first of these; every reason is kept."""
 
 
-class AuditError(Exception):
+class AuditError(EffectBenchError):
     """The audit could not run or its log cannot be read; the message says what to do."""
 
 
 def audit_arms() -> list[Arm]:
     """Fresh instances of the reference arm and every adversary, in AUDIT_ARMS order."""
     arms: list[Arm] = [
-        OracleArm(),
+        ReferenceArm(),
         NullArm(),
         HaltArm(),
         PhantomArm(),

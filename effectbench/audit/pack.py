@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.hashing import content_hash
 from effectbench.core.model import SPEC_VERSION, Split, TaskSpec
 from effectbench.core.provider import BenchmarkProvider
@@ -43,7 +44,7 @@ __all__ = [
 
 PACK_SCHEMA: Final = "effectbench.pack/1"
 
-class PackError(ValueError):
+class PackError(EffectBenchError, ValueError):
     """Audit evidence that does not belong to the pack being published."""
 
 

@@ -537,29 +537,11 @@ def pack(provider: str, audit_dir: Path | None) -> int:
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
-    """Errors whose message is written for the user: shown as one line, exit 2."""
-    types: list[type[BaseException]] = []
-    for module, names in (
-        ("effectbench.api", ("RunError",)),
-        ("effectbench.run.plan", ("PlanError",)),
-        ("effectbench.run.registry", ("PluginError",)),
-        ("effectbench.log.reader", ("LogError",)),
-        ("effectbench.run.scheduler", ("ResumeError", "ProviderStartError")),
-        ("effectbench.run.outdir", ("OutDirError", "RunDirLost")),
-        ("effectbench.core.model", ("InvalidSpec",)),
-        ("effectbench.projections.episodes", ("ProjectionError",)),
-        ("effectbench.projections.metrics", ("MetricsError",)),
-        ("effectbench.outputs.artifacts", ("ArtifactError",)),
-        ("effectbench.audit.checks", ("AuditError",)),
-        ("effectbench.audit.pack", ("PackError",)),
-        ("effectbench.report.data", ("ReportError",)),
-    ):
-        mod = sys.modules.get(module)
-        for name in names:
-            cls = getattr(mod, name, None) if mod is not None else None
-            if isinstance(cls, type) and issubclass(cls, BaseException):
-                types.append(cls)
-    return tuple(types)
+    """Errors whose message is written for the user: shown as one line, exit 2. Every
+    such type subclasses EffectBenchError (effectbench/core/errors.py)."""
+    from effectbench.core.errors import EffectBenchError
+
+    return (EffectBenchError,)
 
 
 def _leaf(exc: BaseException) -> BaseException:

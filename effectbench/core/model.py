@@ -17,11 +17,12 @@ import attrs
 import orjson
 
 from effectbench.core import versions
+from effectbench.core.errors import EffectBenchError
 
 SPEC_VERSION = versions.SPEC_VERSION
 
 
-class InvalidSpec(ValueError):
+class InvalidSpec(EffectBenchError, ValueError):
     """A task, effect or oracle declaration that the benchmark refuses to score."""
 
 

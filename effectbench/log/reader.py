@@ -28,6 +28,7 @@ import orjson
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import SCHEMA_MAJOR, event_data
 
 __all__ = [
@@ -68,7 +69,7 @@ _log = structlog.get_logger(__name__)
 # --------------------------------------------------------------------------- errors
 
 
-class LogError(Exception):
+class LogError(EffectBenchError):
     """Anything wrong with a log file; the message says what and what to do."""
 
 

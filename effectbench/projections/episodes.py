@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import cattrs
 
 from effectbench.core.codec import structure_effect_resolved, structure_snapshot
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
     ArmTelemetry,
     EpisodeAbandoned,
@@ -54,7 +55,7 @@ INTERRUPTED = "did not finish (run interrupted)"
 _BAD_DATA = (KeyError, TypeError, ValueError, AttributeError, cattrs.BaseValidationError)
 
 
-class ProjectionError(ValueError):
+class ProjectionError(EffectBenchError, ValueError):
     """The log's events for one episode cannot be folded (protocol violation)."""
 
 

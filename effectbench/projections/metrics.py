@@ -20,6 +20,7 @@ from typing import Any, Final, overload
 
 import attrs
 
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.model import FailureClass, Outcome, SwerVariant, TrueState
 from effectbench.projections.compare import Pair, compare_arms
 from effectbench.projections.passk import (
@@ -38,7 +39,7 @@ from effectbench.scoring.stats import Z95, Rate, clustered_mean, describe, newco
 METRICS_SCHEMA: Final = "effectbench.metrics/1"
 
 
-class MetricsError(ValueError):
+class MetricsError(EffectBenchError, ValueError):
     """A record that does not fit the plan (unknown arm, task or trial)."""
 
 

@@ -16,6 +16,8 @@ from typing import Any, Final
 import attrs
 import orjson
 
+from effectbench.core.errors import EffectBenchError
+
 __all__ = [
     "OUTCOME_COLUMNS",
     "ArmView",
@@ -53,7 +55,7 @@ OUTCOME_COLUMNS: Final = (
 """(key, header) of the per-task outcome counts, in the order the tables show them."""
 
 
-class ReportError(Exception):
+class ReportError(EffectBenchError):
     """The report cannot be built; the message says what is wrong and what to do."""
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import SCHEMA_MAJOR, RunStarted
 from effectbench.core.rundir import LOG_FILE, RUN_FILES, SPILL_GLOB
 
@@ -30,11 +31,11 @@ spill file where the platform has no anonymous temporary files."""
 _TORN_FIRST_LINE: Final = b'{"v":%d,"seq":0,"type":"%b",' % (SCHEMA_MAJOR, RunStarted.TYPE.encode())
 
 
-class OutDirError(Exception):
+class OutDirError(EffectBenchError):
     """An output directory that cannot be used or replaced; the message says what to do."""
 
 
-class RunDirLost(Exception):
+class RunDirLost(EffectBenchError):
     """A run's directory was replaced or removed while the run was writing it."""
 
 

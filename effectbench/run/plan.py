@@ -17,6 +17,7 @@ from typing import Any, Final
 import attrs
 
 from effectbench.core import versions
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.hashing import content_hash
 from effectbench.core.model import Effect, TaskSpec, canonical_json, trial_params
 
@@ -51,7 +52,7 @@ so planning costs the same memory for 10k episodes as for 10M; beyond it, a pair
 resolved again for each arm (a few microseconds)."""
 
 
-class PlanError(ValueError):
+class PlanError(EffectBenchError, ValueError):
     """A run that cannot be planned (no tasks selected, bad trial count); one line for the CLI."""
 
 

@@ -25,6 +25,7 @@ import attrs
 import importlib_metadata
 
 from effectbench.core.arm import Arm
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.provider import BenchmarkProvider
 
 PROVIDERS: Final = "effectbench.providers"
@@ -41,7 +42,7 @@ _PROTOCOL: dict[str, type] = {PROVIDERS: BenchmarkProvider, ARMS: Arm}
 T = TypeVar("T")
 
 
-class PluginError(Exception):
+class PluginError(EffectBenchError):
     """A plugin could not be found, imported or used. The message is one line for the CLI;
     ``reason`` is the same without the plugin's description, for a table row."""
 

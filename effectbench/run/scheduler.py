@@ -38,6 +38,7 @@ import structlog
 
 from effectbench.core.arm import Arm, TaskView
 from effectbench.core.codec import converter
+from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
     TERMINAL_TYPES,
     ArmAction,
@@ -168,11 +169,11 @@ class RunOutcome:
     """The chain hash of the last line this run wrote: what its log's readers must see."""
 
 
-class ResumeError(Exception):
+class ResumeError(EffectBenchError):
     """A log that cannot be resumed; the message says why, in one line."""
 
 
-class ProviderStartError(Exception):
+class ProviderStartError(EffectBenchError):
     """The provider's run-level start failed; the log is closed and resumable."""
 
 
