@@ -21,6 +21,7 @@ import orjson
 from effectbench.core.arm import Arm
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.provider import BenchmarkProvider
+from effectbench.run.options import DEFAULTS, OptionsError, RunOptions
 from effectbench.run.plan import Plan, PlanError, ProviderInfo, build_plan, diff_plans
 from effectbench.run.scheduler import (
     LOG_NAME,
@@ -28,15 +29,14 @@ from effectbench.run.scheduler import (
     ResumeState,
     RunOutcome,
     Scheduler,
-    SchedulerOptions,
     load_resume_state,
 )
 
 DEFAULT_PROVIDER = "mockmed"
 DEFAULT_ARMS: tuple[str, ...] = ("screen_only", "effect_verified")
 DEFAULT_TRIALS = 10
-DEFAULT_CONCURRENCY = 32
-DEFAULT_ORACLE_RETRIES = 3
+DEFAULT_CONCURRENCY = DEFAULTS.concurrency
+DEFAULT_ORACLE_RETRIES = DEFAULTS.oracle_retries
 
 
 class RunError(EffectBenchError):
@@ -176,8 +176,8 @@ async def execute(
     resume: str | os.PathLike[str] | None = None,
     episode_timeout: float | None = None,
     oracle_retries: int = DEFAULT_ORACLE_RETRIES,
-    oracle_backoff: float = 0.05,
-    provider_timeout: float = 60.0,
+    oracle_backoff: float = DEFAULTS.oracle_backoff,
+    provider_timeout: float = DEFAULTS.provider_timeout,
     force: bool = False,
     handle_signals: bool = False,
     observer: Observer | None = None,
@@ -195,7 +195,7 @@ async def execute(
 
         registry = Registry()
     try:
-        options = SchedulerOptions(
+        options = RunOptions(
             concurrency=concurrency,
             episode_timeout=episode_timeout,
             oracle_retries=oracle_retries,
@@ -203,8 +203,8 @@ async def execute(
             provider_timeout=provider_timeout,
             handle_signals=handle_signals,
         )
-    except ValueError as exc:
-        raise RunError(str(exc)) from None
+    except OptionsError as exc:
+        raise RunError(str(exc)) from exc  # the cause names the option for the CLI
 
     state: ResumeState | None = None
     if resume is not None:

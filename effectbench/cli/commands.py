@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from effectbench.core.versions import PACKAGE_VERSION
+from effectbench.run.options import DEFAULTS, OptionsError
 
 EXIT_USAGE = 2
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -154,14 +155,14 @@ def _given(ctx: click.Context, name: str) -> bool:
 @click.option(
     "--oracle-retries",
     type=int,
-    default=3,
+    default=DEFAULTS.oracle_retries,
     show_default=True,
     help="Re-reads of an unreadable oracle, with exponential backoff.",
 )
 @click.option(
     "--provider-timeout",
     type=float,
-    default=60.0,
+    default=DEFAULTS.provider_timeout,
     show_default=True,
     metavar="S",
     help="Seconds one provisioning or one oracle read may take.",
@@ -187,12 +188,16 @@ def run(
     no_report: bool,
 ) -> int:
     """Run arms on a provider's tasks and score them."""
-    if episode_timeout is not None and not episode_timeout > 0:
-        _fail(f"--episode-timeout must be a positive number of seconds, got {episode_timeout}")
-    if not provider_timeout > 0:
-        _fail(f"--provider-timeout must be a positive number of seconds, got {provider_timeout}")
-    if oracle_retries < 0:
-        _fail(f"--oracle-retries must be >= 0, got {oracle_retries}")
+    from effectbench.run.options import OptionsError, RunOptions
+
+    try:
+        RunOptions(
+            episode_timeout=episode_timeout,
+            oracle_retries=oracle_retries,
+            provider_timeout=provider_timeout,
+        )
+    except OptionsError as exc:
+        _fail(flag_message(exc))
     if resume is not None and out is not None:
         _fail("--resume continues the run in its own directory; drop --out")
     if resume is not None and force:
@@ -544,6 +549,13 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     return (EffectBenchError,)
 
 
+def flag_message(exc: OptionsError) -> str:
+    """An options error in the command's words: the option's flag, then the rule."""
+    if exc.option is None:
+        return str(exc)
+    return f"--{exc.option.replace('_', '-')} {exc.detail}"
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """The single error inside (nested) exception groups, if there is exactly one."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -618,6 +630,8 @@ def _report(raw: BaseException, debug: bool) -> int:
 
         traceback.print_exception(raw)
     message = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err.__cause__, OptionsError):  # the API wraps it in a RunError
+        message = flag_message(err.__cause__)
     if isinstance(err, OSError):
         message = os_error_line(err)
     if isinstance(err, (*_user_error_types(), OSError)):

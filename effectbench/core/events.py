@@ -34,6 +34,8 @@ class RunStarted:
     plan: Mapping[str, Any]
     plan_hash: str
     versions: Mapping[str, str]
+    concurrency: int | None = None
+    """The concurrency bound of the run (the manifest reports it; not part of the plan)."""
 
 
 @attrs.frozen
@@ -42,6 +44,8 @@ class RunResumed:
     plan_hash: str
     kept: int
     abandoned: int
+    concurrency: int | None = None
+    """The concurrency bound of this session."""
 
 
 @attrs.frozen

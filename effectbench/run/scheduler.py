@@ -65,63 +65,16 @@ from effectbench.core.provider import (
     SkipEpisode,
     Telemetry,
 )
+from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 
 log = structlog.get_logger("effectbench.run.scheduler")
 
 LOG_NAME = "events.jsonl"
-MAX_CONCURRENCY = 1_000_000
 
 
-@attrs.frozen
-class SchedulerOptions:
-    """Execution knobs. None of them is part of the plan hash."""
-
-    concurrency: int = 32
-    episode_timeout: float | None = None
-    """Seconds an arm may run before the episode fails as ``agent``; None for no limit."""
-    oracle_retries: int = 3
-    """Re-reads after an unreadable oracle read (so up to 1 + N reads)."""
-    oracle_backoff: float = 0.05
-    """Delay before the first re-read, doubled for each further one..."""
-    oracle_backoff_max: float = 5.0
-    """... up to this many seconds, so many re-reads cost time linearly, not exponentially."""
-    teardown_timeout: float = 30.0
-    """Seconds an episode's teardown (and, at the end, the provider's stop) may take."""
-    provider_timeout: float = 60.0
-    """Seconds one ``provision`` call or one oracle read may take: a hung provider fails
-    its episode (``environment``) or its read (re-read, then ``evaluation``) instead of
-    holding a concurrency slot for ever."""
-    handle_signals: bool = False
-    """Stop gracefully on SIGINT/SIGTERM (only from the main thread; the CLI sets it)."""
-
-    def __attrs_post_init__(self) -> None:
-        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
-            raise ValueError(
-                f"--concurrency must be an integer from 1 to {MAX_CONCURRENCY}, got {self.concurrency}"
-            )
-        if self.oracle_retries < 0:
-            raise ValueError(f"--oracle-retries must be >= 0, got {self.oracle_retries}")
-        if self.episode_timeout is not None and not (
-            self.episode_timeout > 0 and math.isfinite(self.episode_timeout)
-        ):
-            raise ValueError(
-                f"--episode-timeout must be a finite, positive number of seconds, got {self.episode_timeout}"
-            )
-        if not (self.provider_timeout > 0 and math.isfinite(self.provider_timeout)):
-            raise ValueError(
-                f"--provider-timeout must be a finite, positive number of seconds, got {self.provider_timeout}"
-            )
-        for what, value in (
-            ("the oracle re-read backoff", self.oracle_backoff),
-            ("the oracle re-read backoff limit", self.oracle_backoff_max),
-        ):
-            if not (value >= 0 and math.isfinite(value)):
-                raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value}")
-
-    def oracle_delay(self, attempt: int) -> float:
-        """Seconds to wait before re-read number ``attempt`` (1 for the first re-read)."""
-        return min(self.oracle_backoff * 2.0 ** min(attempt - 1, 64), self.oracle_backoff_max)
+SchedulerOptions = RunOptions
+"""The old name of the run's options (effectbench.run.options)."""
 
 
 @attrs.frozen
@@ -340,7 +293,7 @@ class Scheduler:
         run_dir: Path,
         *,
         run_id: str,
-        options: SchedulerOptions = SchedulerOptions(),
+        options: RunOptions = DEFAULTS,
         observer: Observer | None = None,
     ) -> None:
         missing = [a for a in plan.arms if a not in arms]
@@ -408,15 +361,14 @@ class Scheduler:
             emit = writer.emit
             self._emit = emit
             if resume is None:
-                await emit(
-                    RunStarted.TYPE,
-                    {
-                        "run_id": self.run_id,
-                        "plan": self.plan.to_json(),
-                        "plan_hash": self.plan.plan_hash,
-                        "versions": dict(self.plan.versions),
-                        "concurrency": self.options.concurrency,
-                    },
+                await writer.emit_event(
+                    RunStarted(
+                        run_id=self.run_id,
+                        plan=self.plan.to_json(),
+                        plan_hash=self.plan.plan_hash,
+                        versions=dict(self.plan.versions),
+                        concurrency=self.options.concurrency,
+                    )
                 )
             else:
                 for ep in abandoned:
@@ -427,14 +379,13 @@ class Scheduler:
                         },
                         ep,
                     )
-                await emit(
-                    RunResumed.TYPE,
-                    {
-                        "plan_hash": self.plan.plan_hash,
-                        "kept": len(kept),
-                        "abandoned": len(abandoned),
-                        "concurrency": self.options.concurrency,
-                    },
+                await writer.emit_event(
+                    RunResumed(
+                        plan_hash=self.plan.plan_hash,
+                        kept=len(kept),
+                        abandoned=len(abandoned),
+                        concurrency=self.options.concurrency,
+                    )
                 )
             if self.observer is not None:
                 self.observer.run_planned(self.plan, total, count_planned(self.plan, kept))

@@ -1,0 +1,98 @@
+"""The options of a run: every default and its validation, in one frozen object.
+
+Messages name the option in words ("concurrency must be ..."), never a command-line
+flag: ``OptionsError.option`` says which option it is, and the CLI names its flag.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import attrs
+
+from effectbench.core.errors import EffectBenchError
+
+__all__ = ["DEFAULTS", "MAX_CONCURRENCY", "OptionsError", "RunOptions"]
+
+MAX_CONCURRENCY: Final = 1_000_000
+
+_WORDS: Final = {
+    "concurrency": "concurrency",
+    "oracle_retries": "the number of oracle re-reads",
+    "episode_timeout": "the episode timeout",
+    "provider_timeout": "the provider timeout",
+}
+
+
+class OptionsError(EffectBenchError, ValueError):
+    """A run option out of range. ``option`` is the field (None for one without a flag)
+    and ``detail`` the rule it breaks, so a front end can name the option its own way."""
+
+    def __init__(self, option: str | None, detail: str) -> None:
+        self.option = option
+        self.detail = detail
+        super().__init__(detail if option is None else f"{_WORDS[option]} {detail}")
+
+
+def _positive_seconds(value: float) -> bool:
+    return value > 0 and math.isfinite(value)
+
+
+@attrs.frozen
+class RunOptions:
+    """How a run executes: every default in one place (the CLI, the API and the scheduler
+    use it). None of them is part of the plan hash."""
+
+    concurrency: int = 32
+    episode_timeout: float | None = None
+    """Seconds an arm may run before the episode fails as ``agent``; None for no limit."""
+    oracle_retries: int = 3
+    """Re-reads after an unreadable oracle read (so up to 1 + N reads)."""
+    oracle_backoff: float = 0.05
+    """Delay before the first re-read, doubled for each further one..."""
+    oracle_backoff_max: float = 5.0
+    """... up to this many seconds, so many re-reads cost time linearly, not exponentially."""
+    teardown_timeout: float = 30.0
+    """Seconds an episode's teardown (and, at the end, the provider's stop) may take."""
+    provider_timeout: float = 60.0
+    """Seconds one ``provision`` call or one oracle read may take: a hung provider fails
+    its episode (``environment``) or its read (re-read, then ``evaluation``) instead of
+    holding a concurrency slot for ever."""
+    handle_signals: bool = False
+    """Stop gracefully on SIGINT/SIGTERM (only from the main thread; the CLI sets it)."""
+
+    def __attrs_post_init__(self) -> None:
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise OptionsError(
+                "concurrency",
+                f"must be an integer from 1 to {MAX_CONCURRENCY}, got {self.concurrency}",
+            )
+        if self.oracle_retries < 0:
+            raise OptionsError("oracle_retries", f"must be >= 0, got {self.oracle_retries}")
+        if self.episode_timeout is not None and not _positive_seconds(self.episode_timeout):
+            raise OptionsError(
+                "episode_timeout",
+                f"must be a finite, positive number of seconds, got {self.episode_timeout}",
+            )
+        if not _positive_seconds(self.provider_timeout):
+            raise OptionsError(
+                "provider_timeout",
+                f"must be a finite, positive number of seconds, got {self.provider_timeout}",
+            )
+        for what, value in (
+            ("the oracle re-read backoff", self.oracle_backoff),
+            ("the oracle re-read backoff limit", self.oracle_backoff_max),
+        ):
+            if not (value >= 0 and math.isfinite(value)):
+                raise OptionsError(
+                    None, f"{what} must be a finite number of seconds >= 0, got {value}"
+                )
+
+    def oracle_delay(self, attempt: int) -> float:
+        """Seconds to wait before re-read number ``attempt`` (1 for the first re-read)."""
+        return min(self.oracle_backoff * 2.0 ** min(attempt - 1, 64), self.oracle_backoff_max)
+
+
+DEFAULTS: Final = RunOptions()
+"""The defaults, for front ends that show them (``--concurrency``'s default, ...)."""
