@@ -30,6 +30,7 @@ typecheck: setup
 
 lint: setup
 	$(VENV)/bin/ruff check effectbench providers plugins_example tests bench
+	$(VENV)/bin/ruff format --check effectbench providers plugins_example tests bench
 
 bench: setup
 	for b in bench/[!_]*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done

@@ -150,7 +150,9 @@ def main() -> None:
         f"(target <= {TARGET_RATIO}x): {verdict}",
         flush=True,
     )
-    write_json(args.json, "plan_memory", {"rows": rows, "ratio": ratio, "samples": samples}, start_load)
+    write_json(
+        args.json, "plan_memory", {"rows": rows, "ratio": ratio, "samples": samples}, start_load
+    )
     if ratio > TARGET_RATIO:
         raise SystemExit(1)
 

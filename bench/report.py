@@ -129,14 +129,23 @@ def main() -> None:
         table(
             ["case", "episodes", "drilled", "report MB", "wall s", "CPU s", "sampled"],
             [
-                [r["case"], r["episodes"], r["drilled"], r["report_mb"], r["median_wall_s"],
-                 r["median_cpu_s"], r["sampled"]]
+                [
+                    r["case"],
+                    r["episodes"],
+                    r["drilled"],
+                    r["report_mb"],
+                    r["median_wall_s"],
+                    r["median_cpu_s"],
+                    r["sampled"],
+                ]
                 for r in rows
             ],
         )
     )
     ok_anchor = anchor_mb < TARGET_ANCHOR_MB
-    print(f"anchor report: {anchor_mb:.3f} MB (target < {TARGET_ANCHOR_MB} MB: {'met' if ok_anchor else 'MISSED'})")
+    print(
+        f"anchor report: {anchor_mb:.3f} MB (target < {TARGET_ANCHOR_MB} MB: {'met' if ok_anchor else 'MISSED'})"
+    )
     verdicts: dict[str, Any] = {"anchor_mb": anchor_mb, "anchor_ok": ok_anchor}
     for r in rows:
         ok_s, ok_mb = r["median_wall_s"] < TARGET_S, r["report_mb"] < TARGET_MB

@@ -187,7 +187,9 @@ def main() -> None:
             t0 = time.perf_counter()
             count = make_log(run_dir, n, template, started)
             gen = time.perf_counter() - t0
-            build_artifacts(run_dir, attest=attestations)  # the record a finished run leaves; rescore keeps it
+            build_artifacts(
+                run_dir, attest=attestations
+            )  # the record a finished run leaves; rescore keeps it
             size = (run_dir / "events.jsonl").stat().st_size
             walls, rss, rss_sum = [], [], []
             for _ in range(args.runs):

@@ -62,7 +62,11 @@ ProviderLike = BenchmarkProvider | str
 
 
 def _shipped_by(
-    obj: object, ref: str | None, group: str, registry: Any, dists: Callable[[], Mapping[str, list[str]]]
+    obj: object,
+    ref: str | None,
+    group: str,
+    registry: Any,
+    dists: Callable[[], Mapping[str, list[str]]],
 ) -> tuple[str | None, str | None]:
     """(distribution, version) of the code behind a plugin: from its entry point's metadata
     when it was named, else from the distribution that ships its top-level module."""

@@ -44,11 +44,18 @@ TASK_ID = "demo::notes"
 PARAMS_TEMPLATE = {"note": "triage note {tag}", "record_key": "key-{tag}"}
 EFFECT = Effect(
     record_written=RecordWritten(
-        table="encounters", selector={"patient_id": "p1", "type": "Triage"}, idempotency_key=("key", ParamRef("record_key"))
+        table="encounters",
+        selector={"patient_id": "p1", "type": "Triage"},
+        idempotency_key=("key", ParamRef("record_key")),
     ),
     field_equals=(FieldEquals("note", ParamRef("note")),),
 )
-SOLUTION: dict[str, JSONScalar | ParamRef] = {"patient_id": "p1", "type": "Triage", "note": ParamRef("note"), "key": ParamRef("record_key")}
+SOLUTION: dict[str, JSONScalar | ParamRef] = {
+    "patient_id": "p1",
+    "type": "Triage",
+    "note": ParamRef("note"),
+    "key": ParamRef("record_key"),
+}
 
 
 @attrs.define
@@ -74,10 +81,14 @@ class CountingVerifier:
         return Snapshot(readable=True, tables={"encounters": ()})
 
 
-def view(arm: str, trial: int = 3, *, solution: bool = True, effect: bool = True) -> tuple[TaskView, dict[str, str]]:
+def view(
+    arm: str, trial: int = 3, *, solution: bool = True, effect: bool = True
+) -> tuple[TaskView, dict[str, str]]:
     tag = trial_tag(TASK_ID, trial)
     params = {k: v.replace("{tag}", tag) for k, v in PARAMS_TEMPLATE.items()}
-    sol: dict[str, JSONScalar] = {k: params[v.name] if isinstance(v, ParamRef) else v for k, v in SOLUTION.items()}
+    sol: dict[str, JSONScalar] = {
+        k: params[v.name] if isinstance(v, ParamRef) else v for k, v in SOLUTION.items()
+    }
     task = TaskView(
         episode_id=f"{arm}::{TASK_ID}::t{trial}",
         goal="Record a Triage encounter for p1 with the note.",
@@ -104,7 +115,14 @@ def true_state(driver: RecordingDriver, params: Mapping[str, str]) -> TrueState:
 
 def test_every_arm_satisfies_the_protocol_and_names_itself() -> None:
     arms: list[Arm] = [
-        NullArm(), HaltArm(), PhantomArm(), DuplicateArm(), WrongFieldArm(), WrongTargetArm(), CrossTrialArm(), ReferenceArm()
+        NullArm(),
+        HaltArm(),
+        PhantomArm(),
+        DuplicateArm(),
+        WrongFieldArm(),
+        WrongTargetArm(),
+        CrossTrialArm(),
+        ReferenceArm(),
     ]
     assert all(isinstance(a, Arm) for a in arms)
     assert [a.name for a in arms] == [*ADVERSARY_NAMES, REFERENCE_NAME]
@@ -196,7 +214,9 @@ def test_wrong_target_mutates_the_first_selector_field() -> None:
 def test_wrong_target_uses_a_confusable_the_provider_offers() -> None:
     driver = RecordingDriver()
     task, _ = view("wrong_target")
-    env = EnvHandle(channels={"confusable": orjson.dumps({"patient_id": "p2"}).decode()}, driver=driver)
+    env = EnvHandle(
+        channels={"confusable": orjson.dumps({"patient_id": "p2"}).decode()}, driver=driver
+    )
     run(WrongTargetArm(), task, env)
     assert driver.rows[0]["patient_id"] == "p2"
     assert any(a.detail.get("field") == "patient_id" for a in env.telemetry.actions)
@@ -222,11 +242,15 @@ def test_cross_trial_without_a_trial_tag_replays_the_identical_payload() -> None
     assert driver.rows == [{"id": 1, **constant}]
 
 
-@pytest.mark.parametrize("arm", [DuplicateArm(), WrongFieldArm(), WrongTargetArm(), CrossTrialArm()])
+@pytest.mark.parametrize(
+    "arm", [DuplicateArm(), WrongFieldArm(), WrongTargetArm(), CrossTrialArm()]
+)
 def test_writing_adversaries_still_claim_success_when_they_cannot_act(arm: Arm) -> None:
     assert run(arm, view(arm.name)[0], EnvHandle(channels={})).reported_success
     driver = RecordingDriver()
-    assert run(arm, view(arm.name, solution=False)[0], EnvHandle(channels={}, driver=driver)).reported_success
+    assert run(
+        arm, view(arm.name, solution=False)[0], EnvHandle(channels={}, driver=driver)
+    ).reported_success
     assert driver.rows == []
 
 
@@ -237,10 +261,15 @@ def test_a_driver_error_is_recorded_not_raised() -> None:
 
     env = EnvHandle(channels={}, driver=Broken())
     assert run(ReferenceArm(), view("oracle")[0], env).reported_success
-    assert any(a.kind == "submit_error" and "server went away" in str(a.detail["error"]) for a in env.telemetry.actions)
+    assert any(
+        a.kind == "submit_error" and "server went away" in str(a.detail["error"])
+        for a in env.telemetry.actions
+    )
 
 
-task_ids = st.from_regex(r"[a-z][a-z0-9_:\-]{0,20}", fullmatch=True).filter(lambda s: "::t" not in s and not s.endswith(":"))
+task_ids = st.from_regex(r"[a-z][a-z0-9_:\-]{0,20}", fullmatch=True).filter(
+    lambda s: "::t" not in s and not s.endswith(":")
+)
 
 
 @given(st.sampled_from([*ADVERSARY_NAMES, REFERENCE_NAME]), task_ids, st.integers(0, 10_000))

@@ -86,10 +86,22 @@ def test_anchor_run_reproduces_the_pinned_values(tmp_path: Path) -> None:
         C3_WEB_CELL_SCREEN_ONLY["n"],
         C3_WEB_CELL_SCREEN_ONLY["swer"],
     )
-    rates = [so[k] for k in ("swer", "swer_wrong_write", "swer_phantom", "over_halt", "task_success", "screen_success")]
+    rates = [
+        so[k]
+        for k in (
+            "swer",
+            "swer_wrong_write",
+            "swer_phantom",
+            "over_halt",
+            "task_success",
+            "screen_success",
+        )
+    ]
     rates += [ev[k] for k in ("swer", "task_success")]
     for r in rates:
-        assert tuple(round(x, 6) for x in r["ci95"]) == WILSON_95[(r["numerator"], r["denominator"])]
+        assert (
+            tuple(round(x, 6) for x in r["ci95"]) == WILSON_95[(r["numerator"], r["denominator"])]
+        )
 
     # the `effectbench reference` check, applied to this run, finds nothing to flag
     rows = reference_rows(PINNED, metrics, results)

@@ -208,7 +208,10 @@ def _names_imported_from_old_paths() -> dict[str, set[str]]:
     """Every name plugins_example and providers/ import from a shimmed module path."""
     names: dict[str, set[str]] = {}
     root = PACKAGE.parent
-    paths = [*root.joinpath("plugins_example").rglob("*.py"), *root.joinpath("providers").rglob("*.py")]
+    paths = [
+        *root.joinpath("plugins_example").rglob("*.py"),
+        *root.joinpath("providers").rglob("*.py"),
+    ]
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
@@ -270,3 +273,15 @@ def test_plugins_example_imports_the_old_public_paths() -> None:
     # paths, so the suite exercises them for real.
     used = _names_imported_from_old_paths()
     assert {"effectbench.provider", "effectbench.model"} <= set(used)
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["effectbench.projections.episodes", "effectbench.verify.run_check", "effectbench.cli.console"],
+)
+def test_labels_come_from_one_function(module: str) -> None:
+    """The projection, the verifier and the console turn judge + classify into labels
+    only through effectbench.scoring.labels.score_episode."""
+    targets = {t for t, _ in _imports(module, MODULES[module])}
+    assert "effectbench.scoring.labels" in targets
+    assert not targets & {"effectbench.scoring.judge", "effectbench.scoring.classify"}

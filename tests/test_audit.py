@@ -60,17 +60,28 @@ SOLUTION: dict[str, JSONScalar | ParamRef] = {
     "key": ParamRef("record_key"),
 }
 FULL = Effect(
-    record_written=RecordWritten(table="encounters", selector={"patient_id": "p1", "type": "Triage"}),
+    record_written=RecordWritten(
+        table="encounters", selector={"patient_id": "p1", "type": "Triage"}
+    ),
     field_equals=(FieldEquals("note", ParamRef("note")),),
 )
-COUNT_ONLY = Effect(record_written=RecordWritten(table="encounters", selector={"patient_id": "p1", "type": "Triage"}))
+COUNT_ONLY = Effect(
+    record_written=RecordWritten(
+        table="encounters", selector={"patient_id": "p1", "type": "Triage"}
+    )
+)
 NOTHING = Effect(
     record_written=RecordWritten(
-        table="encounters", selector={"patient_id": "p1", "type": "Triage"}, expected_count=0, forbid_stray_writes=True
+        table="encounters",
+        selector={"patient_id": "p1", "type": "Triage"},
+        expected_count=0,
+        forbid_stray_writes=True,
     )
 )
 LOOSE_NOTHING = Effect(
-    record_written=RecordWritten(table="encounters", selector={"patient_id": "p1", "type": "Triage"}, expected_count=0)
+    record_written=RecordWritten(
+        table="encounters", selector={"patient_id": "p1", "type": "Triage"}, expected_count=0
+    )
 )
 
 
@@ -94,7 +105,11 @@ def task(task_id: str, category: Category = Category.C1_PARTIAL_SAVE, **kw: Any)
 WEAK_PACK: tuple[TaskSpec, ...] = (
     task("good"),
     # Counts the row, never reads the note: any payload passes.
-    task("count_only", expected_effect=COUNT_ONLY, oracle=OracleSpec(tables=("encounters",), adversarially_audited=True)),
+    task(
+        "count_only",
+        expected_effect=COUNT_ONLY,
+        oracle=OracleSpec(tables=("encounters",), adversarially_audited=True),
+    ),
     # The selector does not pin the patient: a homonym's record passes.
     task(
         "no_patient",
@@ -109,7 +124,9 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
         "preseeded",
         Category.C2_DUPLICATE_SUBMISSION,
         expected_effect=COUNT_ONLY,
-        initial_state={"encounters": ({"patient_id": "p1", "type": "Triage", "note": "earlier", "key": None},)},
+        initial_state={
+            "encounters": ({"patient_id": "p1", "type": "Triage", "note": "earlier", "key": None},)
+        },
         fixture={"upsert": True},
     ),
     # The payload is the same every trial: a replay is indistinguishable.
@@ -147,7 +164,9 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
         "control_preseeded",
         Category.CONTROL,
         expected_effect=COUNT_ONLY,
-        initial_state={"encounters": ({"patient_id": "p1", "type": "Triage", "note": "earlier", "key": None},)},
+        initial_state={
+            "encounters": ({"patient_id": "p1", "type": "Triage", "note": "earlier", "key": None},)
+        },
         fixture={"upsert": True},
     ),
     # Sound, but no confusable is offered and the form refuses the mutated patient "p1-x":
@@ -155,7 +174,12 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
     task("no_confusable", fixture={"no_confusable": True}),
     # A fault that swaps the two homonyms: the intended write lands on p2, so the task
     # declares no correct action; but aiming at p2 lands on p1, which is the correct effect.
-    task("swap", Category.C6_WRONG_RECORD_HOMONYM, correct_action_available=False, fixture={"swap": True}),
+    task(
+        "swap",
+        Category.C6_WRONG_RECORD_HOMONYM,
+        correct_action_available=False,
+        fixture={"swap": True},
+    ),
 )
 
 
@@ -170,7 +194,9 @@ class SqliteForm:
     def _write(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
         patient, kind = values.get("patient_id"), values.get("type")
         if patient not in PATIENTS or kind not in TYPES:
-            return ProductResponse(screen_says_saved=False, status=422, message="Choose a patient and a type")
+            return ProductResponse(
+                screen_says_saved=False, status=422, message="Choose a patient and a type"
+            )
         if self.swap:
             patient = {"p1": "p2", "p2": "p1"}[str(patient)]
         row = (patient, kind, values.get("note"), values.get("key"))
@@ -184,7 +210,9 @@ class SqliteForm:
                     (row[2], row[3], patient, kind),
                 ).rowcount
             if not done:
-                conn.execute("INSERT INTO encounters (patient_id, type, note, key) VALUES (?, ?, ?, ?)", row)
+                conn.execute(
+                    "INSERT INTO encounters (patient_id, type, note, key) VALUES (?, ?, ?, ?)", row
+                )
             conn.execute("COMMIT")
         finally:
             conn.close()
@@ -215,7 +243,9 @@ class WeakPackProvider:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
 
-    async def provision(self, task: TaskSpec, trial: int, params: Mapping[str, str]) -> ProvisionedEpisode:
+    async def provision(
+        self, task: TaskSpec, trial: int, params: Mapping[str, str]
+    ) -> ProvisionedEpisode:
         assert self._root is not None, "start() first"
         self._n += 1
         db = self._root / f"ep{self._n}.db"
@@ -233,10 +263,14 @@ class WeakPackProvider:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
 
-        confusable = {} if task.fixture.get("no_confusable") else {"confusable": '{"patient_id": "p2"}'}
+        confusable = (
+            {} if task.fixture.get("no_confusable") else {"confusable": '{"patient_id": "p2"}'}
+        )
         env = EnvHandle(
             channels=confusable,
-            driver=SqliteForm(db, upsert=bool(task.fixture.get("upsert")), swap=bool(task.fixture.get("swap"))),
+            driver=SqliteForm(
+                db, upsert=bool(task.fixture.get("upsert")), swap=bool(task.fixture.get("swap"))
+            ),
         )
         return ProvisionedEpisode(env=env, oracle=SqliteAllTablesOracle(db), teardown=teardown)
 
@@ -299,18 +333,24 @@ def test_mockmed_reference_correct_reads_are_the_evidence(mockmed: AuditReport) 
     assert tasks["mockmed::partial"].evidence == {}  # no correct action there: nothing to show
 
 
-def test_mockmed_finding_duplicate_succeeds_only_on_the_idempotent_control(mockmed: AuditReport) -> None:
+def test_mockmed_finding_duplicate_succeeds_only_on_the_idempotent_control(
+    mockmed: AuditReport,
+) -> None:
     """The product's idempotency key turns a double submit into one row: an exempt control."""
     notes = {t.task_id: t.notes for t in mockmed.tasks}
     (note,) = notes["mockmed::idempotent"]
-    assert note.startswith("adversary duplicate reached SUCCESS on this control task on 2 of 2 trial(s) (exempt) [")
+    assert note.startswith(
+        "adversary duplicate reached SUCCESS on this control task on 2 of 2 trial(s) (exempt) ["
+    )
     assert all(not n for tid, n in notes.items() if tid != "mockmed::idempotent")
 
 
 def test_mockmed_audit_directory_holds_the_evidence(mockmed: AuditReport) -> None:
     run_dir = mockmed.log_path.parent
     assert (run_dir / "results.jsonl").is_file()
-    rows = [orjson.loads(x) for x in (run_dir / "results.jsonl").read_bytes().splitlines() if x.strip()]
+    rows = [
+        orjson.loads(x) for x in (run_dir / "results.jsonl").read_bytes().splitlines() if x.strip()
+    ]
     assert {r["arm"] for r in rows} == set(AUDIT_ARMS)
     assert len(rows) == 9 * len(AUDIT_ARMS) * 2
     saved = orjson.loads((run_dir / AUDIT_FILE).read_bytes())
@@ -388,12 +428,17 @@ def test_a_payload_that_is_not_trial_unique_is_gameable_by_cross_trial(weak: Aud
     assert {r.split()[1] for r in t.reasons} == {"cross_trial"}
 
 
-def test_a_fault_that_fixes_an_adversary_is_reported_against_the_tasks_claim(weak: AuditReport) -> None:
+def test_a_fault_that_fixes_an_adversary_is_reported_against_the_tasks_claim(
+    weak: AuditReport,
+) -> None:
     """No correct action is declared, yet aiming at the homonym produces the correct record."""
     t = by_id(weak)["notes::swap"]
     assert t.status == "gameable"
     assert {r.split()[1] for r in t.reasons} == {"wrong_target"}
-    assert all("the task declares no correct action, yet this one produced the correct effect" in r for r in t.reasons)
+    assert all(
+        "the task declares no correct action, yet this one produced the correct effect" in r
+        for r in t.reasons
+    )
 
 
 def test_a_sound_refusal_control_gives_do_nothing_success_no_pass(weak: AuditReport) -> None:
@@ -404,7 +449,9 @@ def test_a_sound_refusal_control_gives_do_nothing_success_no_pass(weak: AuditRep
     assert not any("reached SUCCESS" in n for n in t.notes)
 
 
-def test_a_refusal_control_that_writes_is_leaky_and_a_loose_one_never_reaches_success(weak: AuditReport) -> None:
+def test_a_refusal_control_that_writes_is_leaky_and_a_loose_one_never_reaches_success(
+    weak: AuditReport,
+) -> None:
     t = by_id(weak)["notes::refuse_leaky"]
     leaky = [r for r in t.reasons if r.startswith("refusal control")]
     assert len(leaky) == 2 and all("refusal control: oracle changed rows" in r for r in leaky)
@@ -423,7 +470,9 @@ def test_a_reference_that_misses_the_effect_makes_the_task_broken(weak: AuditRep
     assert all("ABSENT" in r for r in t.reasons if r.startswith("reference"))
 
 
-def test_controls_are_exempt_from_the_adversary_check_but_the_finding_is_kept(weak: AuditReport) -> None:
+def test_controls_are_exempt_from_the_adversary_check_but_the_finding_is_kept(
+    weak: AuditReport,
+) -> None:
     t = by_id(weak)["notes::control"]
     assert t.status == "audited"
     assert any("wrong_field reached SUCCESS on this control task" in n for n in t.notes)
@@ -436,13 +485,17 @@ def test_a_control_passable_by_a_do_nothing_program_is_gameable(weak: AuditRepor
     named = {r.split()[1] for r in t.reasons}
     assert named == {"null", "phantom"}
     # the writing attacks (the upsert absorbs them into the one row) stay exempt notes
-    assert any(n.startswith("adversary duplicate reached SUCCESS on this control task") for n in t.notes)
+    assert any(
+        n.startswith("adversary duplicate reached SUCCESS on this control task") for n in t.notes
+    )
 
 
 def test_an_attack_the_product_refused_is_reported_as_not_exercised(weak: AuditReport) -> None:
     notes = by_id(weak)["notes::no_confusable"].notes
     (note,) = notes
-    assert note.startswith("adversary wrong_target changed no row on any trial although the reference's write")
+    assert note.startswith(
+        "adversary wrong_target changed no row on any trial although the reference's write"
+    )
     assert "not exercised" in note
     assert not any("not exercised" in n for n in by_id(weak)["notes::good"].notes)
 
@@ -455,14 +508,18 @@ def test_format_audit_is_a_table_with_reasons(weak: AuditReport) -> None:
     assert text.splitlines()[-1].startswith("4/12 audited: 8 task(s) failed the audit")
 
 
-def test_cli_main_exits_1_with_reasons_for_the_weak_pack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_main_exits_1_with_reasons_for_the_weak_pack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = audit_cli_main(f"{__name__}:WeakPackProvider", tmp_path / "a", trials=2, concurrency=8)
     out = capsys.readouterr().out
     assert code == 1
     assert "adversary wrong_field was scored SUCCESS" in out
 
 
-def test_cli_main_user_errors_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_main_user_errors_are_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert audit_cli_main("no-such-provider", tmp_path / "a") == 2
     err = capsys.readouterr().err
     assert err.startswith("effectbench audit: error:") and err.count("\n") == 1
@@ -507,20 +564,26 @@ def _events(log: Path) -> list[dict[str, Any]]:
     return [orjson.loads(x) for x in log.read_bytes().splitlines()]
 
 
-def test_a_log_whose_plan_claims_another_pack_is_refused(mockmed: AuditReport, tmp_path: Path) -> None:
+def test_a_log_whose_plan_claims_another_pack_is_refused(
+    mockmed: AuditReport, tmp_path: Path
+) -> None:
     """Relabelling evidence: the fingerprint is recomputed from the tasks audited."""
     events = _events(mockmed.log_path)
     assert events[0]["type"] == "run.started"
     events[0]["data"]["plan"]["pack_fingerprint"] = "f" * 64
     forged = _rechain(events, tmp_path / "events.jsonl")
-    with pytest.raises(AuditError, match="claims pack ffffffffffffffff but lists the tasks of pack"):
+    with pytest.raises(
+        AuditError, match="claims pack ffffffffffffffff but lists the tasks of pack"
+    ):
         audit_log(forged)
-    assert audit_log(_rechain(_events(mockmed.log_path), tmp_path / "same.jsonl")).pack_fingerprint == (
-        mockmed.pack_fingerprint
-    )
+    assert audit_log(
+        _rechain(_events(mockmed.log_path), tmp_path / "same.jsonl")
+    ).pack_fingerprint == (mockmed.pack_fingerprint)
 
 
-def test_a_log_missing_an_arms_trial_attests_nothing_for_that_task(mockmed: AuditReport, tmp_path: Path) -> None:
+def test_a_log_missing_an_arms_trial_attests_nothing_for_that_task(
+    mockmed: AuditReport, tmp_path: Path
+) -> None:
     """A log cut short (here: one null trial on a control dropped, chain re-made) is incomplete."""
     gone = "null::mockmed::ok::t1"
     events = [e for e in _events(mockmed.log_path) if e["ep"] != gone]
@@ -532,7 +595,9 @@ def test_a_log_missing_an_arms_trial_attests_nothing_for_that_task(mockmed: Audi
     assert sum(report.attestations.values()) == 8
 
 
-def test_a_log_that_breaks_the_episode_protocol_is_an_audit_error(mockmed: AuditReport, tmp_path: Path) -> None:
+def test_a_log_that_breaks_the_episode_protocol_is_an_audit_error(
+    mockmed: AuditReport, tmp_path: Path
+) -> None:
     events = _events(mockmed.log_path)
     terminal = next(e for e in events if e["type"] == "episode.finished")
     events.append(terminal)  # a second terminal for a finished episode

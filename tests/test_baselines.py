@@ -33,7 +33,6 @@ from effectbench.scoring.judge import judge
 pytestmark = pytest.mark.anyio
 
 
-
 @attrs.frozen
 class Scored:
     mode: str

@@ -96,3 +96,18 @@ def test_spec_truth_table_is_the_code_truth_table() -> None:
                 assert got.swer_variant == (SwerVariant(variant) if variant else None), (r, t, c)
             covered.add((r, t, c))
     assert covered == {(r, t, c) for r, t, c, *_ in TABLE}
+
+
+def test_score_episode_is_judge_then_classify() -> None:
+    from effectbench.core.model import Effect, FieldEquals, RecordWritten, Snapshot
+    from effectbench.scoring.judge import judge
+    from effectbench.scoring.labels import score_episode
+
+    effect = Effect(RecordWritten(table="notes", selector={"id": 1}), (FieldEquals("text", "hi"),))
+    pre = Snapshot(readable=True, tables={"notes": ()})
+    post = Snapshot(readable=True, tables={"notes": ({"id": 1, "text": "hi"},)})
+    verdict, cls = score_episode(
+        effect, pre, post, reported_success=True, correct_action_available=True
+    )
+    assert verdict == judge(effect, pre, post)
+    assert cls == classify(True, verdict.true_state, True)

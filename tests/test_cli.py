@@ -74,15 +74,30 @@ USER_ERRORS = {
     "rescore missing dir": (["rescore", "{tmp}/nowhere"], "does not exist"),
     "rescore corrupt log": (["rescore", "{corrupt}"], "line 4"),
     "verify missing path": (["verify", "{tmp}/nowhere"], "does not exist"),
-    "export unknown system": (["export", "{small}", "--system", "nope", "--out", "{tmp}/s.json"], "not an arm"),
-    "export over a file": (["export", "{small}", "--system", "scripted", "--out", "{file}"], "already exists"),
+    "export unknown system": (
+        ["export", "{small}", "--system", "nope", "--out", "{tmp}/s.json"],
+        "not an arm",
+    ),
+    "export over a file": (
+        ["export", "{small}", "--system", "scripted", "--out", "{file}"],
+        "already exists",
+    ),
     "out not empty": (["run", "--out", "{small}"], "--resume"),
     "unknown command": (["frobnicate"], "frobnicate"),
-    "rescore the log file": (["rescore", "{small}/events.jsonl"], "is the event log, not its run directory; give the directory: effectbench rescore {small}"),
+    "rescore the log file": (
+        ["rescore", "{small}/events.jsonl"],
+        "is the event log, not its run directory; give the directory: effectbench rescore {small}",
+    ),
     "rescore a file": (["rescore", "{file}"], "is a file, not a run directory"),
     "resume a file": (["run", "--resume", "{file}"], "is a file, not a run directory"),
-    "infinite provider timeout": (["run", "--provider-timeout", "inf"], "--provider-timeout must be a finite"),
-    "infinite episode timeout": (["run", "--episode-timeout", "inf"], "--episode-timeout must be a finite"),
+    "infinite provider timeout": (
+        ["run", "--provider-timeout", "inf"],
+        "--provider-timeout must be a finite",
+    ),
+    "infinite episode timeout": (
+        ["run", "--episode-timeout", "inf"],
+        "--episode-timeout must be a finite",
+    ),
     "export under a file": (
         ["export", "{small}", "--system", "scripted", "--out", "{file}/s.json"],
         "cannot write to {file}/s.json: a part of the path is a file, not a directory",
@@ -279,12 +294,20 @@ def test_sigterm_stops_reference_gracefully_with_exit_143(tmp_path: Path) -> Non
 def test_verify_checks_the_published_pack_fingerprint(tmp_path: Path, small_run: Path) -> None:
     """A re-chained log proves nothing about which pack ran; a published fingerprint does."""
     fingerprint = orjson.loads((small_run / "manifest.json").read_bytes())["pack_fingerprint"]
-    assert _cli("verify", str(small_run), "--pack-fingerprint", fingerprint, cwd=tmp_path).returncode == 0
+    assert (
+        _cli("verify", str(small_run), "--pack-fingerprint", fingerprint, cwd=tmp_path).returncode
+        == 0
+    )
     other = "0" * 64
     proc = _cli("verify", str(small_run), "--pack-fingerprint", other, cwd=tmp_path)
     assert proc.returncode == 1 and f"is not the expected {other}" in proc.stdout, proc.stdout
     sub = tmp_path / "sub.json"
-    assert _cli("export", str(small_run), "--system", "scripted", "--out", str(sub), cwd=tmp_path).returncode == 0
+    assert (
+        _cli(
+            "export", str(small_run), "--system", "scripted", "--out", str(sub), cwd=tmp_path
+        ).returncode
+        == 0
+    )
     assert _cli("verify", str(sub), "--pack-fingerprint", fingerprint, cwd=tmp_path).returncode == 0
     proc = _cli("verify", str(sub), "--pack-fingerprint", other, cwd=tmp_path)
     assert proc.returncode == 1 and f"is not the expected {other}" in proc.stdout, proc.stdout
@@ -388,7 +411,10 @@ def test_an_os_error_is_one_readable_line(capsys: pytest.CaptureFixture[str]) ->
     denied = PermissionError(errno.EACCES, "Permission denied", "/srv/runs/x")
     assert os_error_line(denied, "write to") == "cannot write to /srv/runs/x: permission denied"
     assert _report(denied, debug=False) == 2
-    assert capsys.readouterr().err == "effectbench: error: cannot access /srv/runs/x: permission denied\n"
+    assert (
+        capsys.readouterr().err
+        == "effectbench: error: cannot access /srv/runs/x: permission denied\n"
+    )
     full = OSError(errno.ENOSPC, "No space left on device")
     assert os_error_line(full) == "no space left on the device"
 

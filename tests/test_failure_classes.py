@@ -223,7 +223,10 @@ def test_a_hung_provider_fails_its_episode_not_the_run(tmp_path: Path) -> None:
     """provision and oracle reads are bounded by provider_timeout: a hung provision is an
     environment failure; a hung read is an unreadable read, re-read, then scored."""
     result = _run(
-        tmp_path, ("ok", "provision_hangs", "oracle_hangs_once"), [ScriptedArm()], provider_timeout=0.2
+        tmp_path,
+        ("ok", "provision_hangs", "oracle_hangs_once"),
+        [ScriptedArm()],
+        provider_timeout=0.2,
     )
     rows, failures = _results(result), _failures(result)
     _assert_scored_ok(rows)

@@ -52,11 +52,26 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*EFFECTBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False, env=_env()
+        [*EFFECTBENCH, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=_env(),
     )
 
 
-FAKE_RUN = ("run", "--provider", "fakes:FakeProvider", "--arm", "fakes:ScriptedArm", "--trials", "1", "-q")
+FAKE_RUN = (
+    "run",
+    "--provider",
+    "fakes:FakeProvider",
+    "--arm",
+    "fakes:ScriptedArm",
+    "--trials",
+    "1",
+    "-q",
+)
 
 
 def _one_line_refusal(proc: subprocess.CompletedProcess[str], expected: str) -> None:
@@ -69,11 +84,17 @@ def _one_line_refusal(proc: subprocess.CompletedProcess[str], expected: str) -> 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("guard") / "run"
-    return evaluate_provider([ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=out).run_dir
+    return evaluate_provider(
+        [ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=out
+    ).run_dir
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 # --- what is not a run directory ---------------------------------------------------------
@@ -122,15 +143,23 @@ NOT_RUN_DIRS = {
     "a user's folder": (_users_folder, "'thesis.tex', which no run writes"),
     "a run dir plus a user's file": (_run_dir_plus_a_users_file, "'notes.txt'"),
     "a log that is not ours": (_foreign_log, "not an effectbench event log"),
-    "a log not starting with run.started": (_log_of_another_type, "does not start with a run.started"),
-    "an empty log beside a user's file": (_empty_log_beside_a_users_file, "records no complete event"),
+    "a log not starting with run.started": (
+        _log_of_another_type,
+        "does not start with a run.started",
+    ),
+    "an empty log beside a user's file": (
+        _empty_log_beside_a_users_file,
+        "records no complete event",
+    ),
     "a run dir with a subfolder": (_run_dir_with_a_subfolder, "'plots', which no run writes"),
     "a symlinked artifact": (_run_dir_with_a_symlinked_artifact, "not a regular file"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(NOT_RUN_DIRS))
-def test_force_refuses_what_is_not_a_run_dir_and_deletes_nothing(tmp_path: Path, small_run: Path, case: str) -> None:
+def test_force_refuses_what_is_not_a_run_dir_and_deletes_nothing(
+    tmp_path: Path, small_run: Path, case: str
+) -> None:
     make, expected = NOT_RUN_DIRS[case]
     target = tmp_path / "out"
     make(target, small_run)
@@ -168,7 +197,10 @@ PROTECTED = {
     "..": (lambda cwd, home: "..", "a parent of the current directory"),
     "/": (lambda cwd, home: "/", "a parent of the current directory"),
     "the cwd by absolute path": (lambda cwd, home: str(cwd), "the current directory"),
-    "a grandparent of the cwd": (lambda cwd, home: str(cwd.parent.parent), "a parent of the current directory"),
+    "a grandparent of the cwd": (
+        lambda cwd, home: str(cwd.parent.parent),
+        "a parent of the current directory",
+    ),
     "home": (lambda cwd, home: str(home), "the home directory"),
 }
 
@@ -186,7 +218,9 @@ def test_force_never_replaces_cwd_its_parents_or_home_even_if_they_look_like_run
     monkeypatch.setenv("HOME", str(home))
     before = _snapshot(tmp_path)
     with pytest.raises(RunError, match=f"never replaces {expected}") as info:
-        evaluate_provider([ScriptedArm()], FakeProvider(), trials=1, out=out_of(cwd, home), force=True)
+        evaluate_provider(
+            [ScriptedArm()], FakeProvider(), trials=1, out=out_of(cwd, home), force=True
+        )
     assert "\n" not in str(info.value)
     assert _snapshot(tmp_path) == before
 
@@ -210,7 +244,9 @@ def test_audit_and_reference_force_are_guarded_too(
 # --- what is a run directory -------------------------------------------------------------
 
 
-def test_force_replaces_a_run_dir_and_its_leftovers_file_by_file(tmp_path: Path, small_run: Path) -> None:
+def test_force_replaces_a_run_dir_and_its_leftovers_file_by_file(
+    tmp_path: Path, small_run: Path
+) -> None:
     target = tmp_path / "r"
     shutil.copytree(small_run, target)
     (target / "audit.json").write_text("{}")  # an audit's report
@@ -278,9 +314,21 @@ def _wait_for(path: Path, needle: bytes, proc: subprocess.Popen[str]) -> None:
 def gated_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, Path]]:
     """A real run in ``tmp/x`` whose one episode waits, arm started, until ``tmp/gate``."""
     out, gate = tmp_path / "x", tmp_path / "gate"
-    argv = [*EFFECTBENCH, *FAKE_RUN[:4], "test_force_guard:GateArm", *FAKE_RUN[5:], "--out", str(out)]
+    argv = [
+        *EFFECTBENCH,
+        *FAKE_RUN[:4],
+        "test_force_guard:GateArm",
+        *FAKE_RUN[5:],
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(
-        argv, cwd=tmp_path, env=_env(**{GATE_ENV: str(gate)}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv,
+        cwd=tmp_path,
+        env=_env(**{GATE_ENV: str(gate)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         _wait_for(out / "events.jsonl", b'"episode.arm_started"', proc)
@@ -295,7 +343,9 @@ def gated_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, Pat
                 proc.wait()
 
 
-def test_force_refuses_a_run_dir_a_live_run_holds(tmp_path: Path, gated_run: tuple[subprocess.Popen[str], Path, Path]) -> None:
+def test_force_refuses_a_run_dir_a_live_run_holds(
+    tmp_path: Path, gated_run: tuple[subprocess.Popen[str], Path, Path]
+) -> None:
     proc, out, gate = gated_run
     log_before = (out / "events.jsonl").stat().st_ino
     second = _cli(*FAKE_RUN, "--out", str(out), "--force", cwd=tmp_path)
@@ -321,13 +371,14 @@ def test_a_run_whose_directory_is_replaced_under_it_fails_loudly(
     stdout, stderr = proc.communicate(timeout=DEADLINE)
     assert proc.returncode != 0, (stdout, stderr)
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "was replaced or removed while this run was using it" in lines[0], stderr
+    assert len(lines) == 1 and "was replaced or removed while this run was using it" in lines[0], (
+        stderr
+    )
     assert "n=" not in stdout, "reported some run's results as its own"
     if how == "replaced":
         assert _snapshot(out) == _snapshot(small_run), "wrote into the run that replaced it"
     else:
         assert not out.exists()
-
 
 
 @pytest.mark.parametrize("when", ["attestations", "audit_provider"])

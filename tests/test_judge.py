@@ -103,9 +103,9 @@ def test_an_in_place_overwrite_of_another_row_is_collateral_loss() -> None:
     assert v.true_state is TrueState.WRONG_PERSISTED
     assert any("overwritten in place" in r and "id=7" in r for r in v.reasons)
     # the same row left untouched beside ours is fine
-    assert judge(effect(), pre, snap(row(7, type="Urgent", note="concurrent actor"), row(8))).true_state is (
-        TrueState.CORRECT
-    )
+    assert judge(
+        effect(), pre, snap(row(7, type="Urgent", note="concurrent actor"), row(8))
+    ).true_state is (TrueState.CORRECT)
 
 
 def test_collateral_loss_with_no_matching_row_is_still_wrong_persisted() -> None:
@@ -322,4 +322,6 @@ def test_judge_is_total_and_deterministic(e: Effect, pre: Snapshot, post: Snapsh
     else:
         assert post.readable and v.observed_count is not None
         refusal_held = v.true_state is TrueState.ABSENT and e.record_written.expected_count == 0
-        assert (v.status is VerdictStatus.CONFIRMED) == (v.true_state is TrueState.CORRECT or refusal_held)
+        assert (v.status is VerdictStatus.CONFIRMED) == (
+            v.true_state is TrueState.CORRECT or refusal_held
+        )

@@ -47,7 +47,6 @@ pytestmark = pytest.mark.anyio
 EFFECTBENCH = str(Path(sys.executable).with_name("effectbench"))
 
 
-
 @pytest.fixture
 async def ladder(tmp_path: Path) -> AsyncIterator[MockMedLadderProvider]:
     p = MockMedLadderProvider(tmp_root=tmp_path)

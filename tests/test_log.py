@@ -231,7 +231,9 @@ def test_a_future_major_with_another_line_format_is_still_refused_as_a_major(
     """A new major may change the line format itself (e.g. no trailing hash); the reader
     must still say "major 2 is not supported", not that the line is corrupt."""
     path = tmp_path / "run.jsonl"
-    path.write_bytes(b'{"v":2,"seq":0,"type":"run.started","ts":1.0,"ep":null,"data":{},"sig":"x"}\n')
+    path.write_bytes(
+        b'{"v":2,"seq":0,"type":"run.started","ts":1.0,"ep":null,"data":{},"sig":"x"}\n'
+    )
     with pytest.raises(LogSchemaError, match="major 2 is not supported.*reads major 1"):
         list(read_log(path))
     report = verify_log(path)

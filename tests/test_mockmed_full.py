@@ -36,7 +36,6 @@ from effectbench.scoring.judge import judge
 pytestmark = pytest.mark.anyio
 
 
-
 @pytest.fixture
 async def full(tmp_path: Path) -> AsyncIterator[MockMedFullProvider]:
     p = MockMedFullProvider(tmp_root=tmp_path)

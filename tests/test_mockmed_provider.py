@@ -40,7 +40,6 @@ from effectbench.core.provider import BenchmarkProvider, EnvHandle, ProvisionedE
 pytestmark = pytest.mark.anyio
 
 
-
 @pytest.fixture
 async def provider(tmp_path: Path) -> AsyncIterator[MockMedProvider]:
     p = MockMedProvider(tmp_root=tmp_path)

@@ -222,7 +222,10 @@ PINNED_HASH = "a95df93d67d12b6367478d6ec21dac0ee508fb5a57c9f3d92f5c2e37885f5149"
     [
         ({"correct_action_available": "false"}, "'correct_action_available' must be true or false"),
         ({"reversible": 1}, "'reversible' must be true or false"),
-        ({"oracle": {"isolated_from_agent": "false"}}, "'isolated_from_agent' must be true or false"),
+        (
+            {"oracle": {"isolated_from_agent": "false"}},
+            "'isolated_from_agent' must be true or false",
+        ),
         ({"oracle": {"tables": "encounters"}}, "'tables' must be a list of table names"),
         ({"substrate": "mobile"}, "substrate 'mobile' is not one of web, desktop"),
         ({"split": None}, "split None is not one of dev, test"),
@@ -270,11 +273,25 @@ def test_a_task_file_that_is_not_json_is_invalid_spec() -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats()
+    | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=12,
 )
-TASK_KEYS = [*task_dict(), "initial_state", "solution", "fixture", "reversible", "effect_declared", "split"]
+TASK_KEYS = [
+    *task_dict(),
+    "initial_state",
+    "solution",
+    "fixture",
+    "reversible",
+    "effect_declared",
+    "split",
+]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,8 +13,15 @@ from effectbench.run.scheduler import SchedulerOptions
 
 def test_the_defaults_live_in_one_place() -> None:
     assert SchedulerOptions is RunOptions
-    assert (DEFAULTS.concurrency, DEFAULTS.oracle_retries, DEFAULTS.provider_timeout) == (32, 3, 60.0)
-    assert (DEFAULT_CONCURRENCY, DEFAULT_ORACLE_RETRIES) == (DEFAULTS.concurrency, DEFAULTS.oracle_retries)
+    assert (DEFAULTS.concurrency, DEFAULTS.oracle_retries, DEFAULTS.provider_timeout) == (
+        32,
+        3,
+        60.0,
+    )
+    assert (DEFAULT_CONCURRENCY, DEFAULT_ORACLE_RETRIES) == (
+        DEFAULTS.concurrency,
+        DEFAULTS.oracle_retries,
+    )
     assert attrs.has(RunOptions) and RunOptions.__setattr__ is not object.__setattr__  # frozen
 
 
@@ -22,9 +29,21 @@ def test_the_defaults_live_in_one_place() -> None:
     ("bad", "words", "flag"),
     [
         ({"concurrency": 0}, "concurrency must be an integer", "--concurrency must be an integer"),
-        ({"oracle_retries": -1}, "the number of oracle re-reads must be >= 0", "--oracle-retries must be >= 0"),
-        ({"provider_timeout": 0.0}, "the provider timeout must be a finite", "--provider-timeout must be a finite"),
-        ({"episode_timeout": float("inf")}, "the episode timeout must be", "--episode-timeout must be"),
+        (
+            {"oracle_retries": -1},
+            "the number of oracle re-reads must be >= 0",
+            "--oracle-retries must be >= 0",
+        ),
+        (
+            {"provider_timeout": 0.0},
+            "the provider timeout must be a finite",
+            "--provider-timeout must be a finite",
+        ),
+        (
+            {"episode_timeout": float("inf")},
+            "the episode timeout must be",
+            "--episode-timeout must be",
+        ),
     ],
 )
 def test_messages_name_the_option_in_words_and_the_cli_names_its_flag(

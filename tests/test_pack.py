@@ -182,7 +182,9 @@ def test_audit_evidence_attests_its_own_pack_only(tmp_path: Path) -> None:
     from effectbench.audit.runner import audit_provider
 
     report = anyio.run(
-        lambda: audit_provider(MockMedProvider(), out_dir=tmp_path / "audit", trials=1, concurrency=16)
+        lambda: audit_provider(
+            MockMedProvider(), out_dir=tmp_path / "audit", trials=1, concurrency=16
+        )
     )
     rederived = audit_log(tmp_path / "audit" / "events.jsonl")
     manifest = public_pack_manifest(MockMedProvider(), audit=rederived)

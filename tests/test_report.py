@@ -38,7 +38,13 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
     }
     return subprocess.run(
-        [*EFFECTBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False, env=env
+        [*EFFECTBENCH, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
     )
 
 
@@ -56,9 +62,15 @@ def mockmed_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def fake_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("fake")
-    a = evaluate_provider([ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=root / "a")
-    b = evaluate_provider([ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=root / "b")
-    c = evaluate_provider([ScriptedArm()], FakeProvider(("ok", "phantom")), trials=3, out=root / "c")
+    a = evaluate_provider(
+        [ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=root / "a"
+    )
+    b = evaluate_provider(
+        [ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=root / "b"
+    )
+    c = evaluate_provider(
+        [ScriptedArm()], FakeProvider(("ok", "phantom")), trials=3, out=root / "c"
+    )
     return a.run_dir, b.run_dir, c.run_dir
 
 
@@ -107,14 +119,18 @@ def test_the_page_references_nothing_outside_itself(mockmed_run: Path) -> None:
     refs = re.findall(r'(?:src|href)="([^"]*)"', html)
     assert refs and all(r.startswith(("#", "data:")) for r in refs), refs
     assert re.findall(r"url\(([^)]*)\)", html) == ["#hatch"]
-    assert "@import" not in html and "<link rel=\"stylesheet\"" not in html
+    assert "@import" not in html and '<link rel="stylesheet"' not in html
     assert "<script src" not in html
     assert "@media print" in html
 
 
 def test_telemetry_without_a_source_reads_no_source_not_zero(mockmed_run: Path) -> None:
     html = (mockmed_run / "report.html").read_text("utf-8")
-    section = html[html.index('<section id="telemetry">') : html.index("</section>", html.index('<section id="telemetry">'))]
+    section = html[
+        html.index('<section id="telemetry">') : html.index(
+            "</section>", html.index('<section id="telemetry">')
+        )
+    ]
     rows = re.findall(r"<tr><th scope=\"row\">([^<]+)</th>(.*?)</tr>", section)
     assert [name for name, _ in rows] == ["screen_only", "effect_verified"]
     for _, cells in rows:
@@ -152,9 +168,7 @@ def test_a_log_that_is_not_the_manifests_is_refused(mockmed_run: Path, tmp_path:
 
 def _refs(n_per: int) -> list[EpisodeRef]:
     labels = ["success"] * n_per + ["SWER phantom"] + ["safe halt"] * n_per
-    return [
-        EpisodeRef(i, f"a::t{i}::t0", "a", f"t{i}", 0, label) for i, label in enumerate(labels)
-    ]
+    return [EpisodeRef(i, f"a::t{i}::t0", "a", f"t{i}", 0, label) for i, label in enumerate(labels)]
 
 
 def test_sampling_keeps_every_outcome_in_plan_order_and_says_so() -> None:
@@ -171,7 +185,9 @@ def test_sampling_keeps_every_outcome_in_plan_order_and_says_so() -> None:
     assert len(every) == 101 and note_all == "All 101 episodes have a drill-down."
 
 
-def test_drill_limit_samples_the_page_and_episode_adds_one(mockmed_run: Path, tmp_path: Path) -> None:
+def test_drill_limit_samples_the_page_and_episode_adds_one(
+    mockmed_run: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "r.html"
     proc = _cli("report", str(mockmed_run), "--out", str(out), "--drill-limit", "3",
                 "--episode", "effect_verified::mockmed::stale::t1", cwd=tmp_path)  # fmt: skip
@@ -194,7 +210,9 @@ def _snap(*rows: dict[str, Any]) -> dict[str, Any]:
     return {"readable": True, "tables": {"notes": list(rows)}, "error": None}
 
 
-def _episode_events(pre: dict[str, Any], post: dict[str, Any], extra: list[LoggedEvent] = ()) -> list[LoggedEvent]:  # type: ignore[assignment]
+def _episode_events(
+    pre: dict[str, Any], post: dict[str, Any], extra: list[LoggedEvent] = ()
+) -> list[LoggedEvent]:  # type: ignore[assignment]
     effect = {
         "record_written": {"table": "notes", "selector": {"owner": "p1"}, "expected_count": 1,
                            "idempotency_key": None, "forbid_collateral_loss": True,
@@ -226,7 +244,13 @@ def test_the_diff_marks_added_changed_removed_rows_and_the_wrong_field(tmp_path:
         {"id": 4, "owner": "p3", "note": "same"},
     )
     ref = EpisodeRef(0, "a::t::t0", "a", "t", 0, "SWER wrong write")
-    d = drill(ref, {"verdict_reasons": ["field 'note' ..."]}, _episode_events(pre, post), tmp_path, ShotBudget())
+    d = drill(
+        ref,
+        {"verdict_reasons": ["field 'note' ..."]},
+        _episode_events(pre, post),
+        tmp_path,
+        ShotBudget(),
+    )
     (table,) = d.diff.tables
     assert (table.added, table.changed, table.removed) == (1, 1, 1)
     by_state = {r.state: r for r in table.rows}
@@ -234,7 +258,12 @@ def test_the_diff_marks_added_changed_removed_rows_and_the_wrong_field(tmp_path:
     changed = by_state["changed"]
     assert changed.selected and changed.key == "2"
     note = next(f for f in changed.fields if f.name == "note")
-    assert (note.state, note.before, note.wrong, note.expected) == ("changed", '"old"', True, '"right"')
+    assert (note.state, note.before, note.wrong, note.expected) == (
+        "changed",
+        '"old"',
+        True,
+        '"right"',
+    )
     assert not any(f.wrong for f in changed.fields if f.name != "note")
     assert not any(f.wrong for r in table.rows if r.state != "changed" for f in r.fields)
     assert "model_calls no source" in d.timeline[2].text
@@ -265,7 +294,10 @@ def test_the_screenshot_hook_embeds_a_blob_that_matches_its_hash(tmp_path: Path)
     shot = screenshot_image(tmp_path, f"blobs/{digest}.png")
     assert shot.data_uri is not None and shot.data_uri.startswith("data:image/png;base64,")
     assert screenshot_image(tmp_path, f"blobs/{digest}.png", "f" * 64).data_uri is None
-    assert screenshot_image(tmp_path, "blobs/missing.png").note == "blob not found in the run directory"
+    assert (
+        screenshot_image(tmp_path, "blobs/missing.png").note
+        == "blob not found in the run directory"
+    )
     assert screenshot_image(tmp_path, "../x.png").note == "outside the run directory; not shown"
 
     event = _ev(5, "episode.screenshot", {"path": f"blobs/{digest}.png", "sha256": digest})
@@ -296,7 +328,9 @@ def test_compare_pairs_runs_of_one_plan(fake_runs: tuple[Path, Path, Path], tmp_
     assert again.read_bytes() == out.read_bytes()
 
 
-def test_compare_refuses_runs_whose_plans_differ(fake_runs: tuple[Path, Path, Path], tmp_path: Path) -> None:
+def test_compare_refuses_runs_whose_plans_differ(
+    fake_runs: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
     a, _, c = fake_runs
     proc = _cli("compare", str(a), str(c), "--out", str(tmp_path / "x.html"), cwd=tmp_path)
     assert proc.returncode == 2

@@ -116,7 +116,9 @@ def test_the_swer_drill_down_highlights_the_wrong_field(browser: Any, run_dir: P
     assert wrong.get_attribute("data-field") == "note"
     assert wrong.is_visible()
     assert "wrong, expected" in wrong.inner_text()
-    style = wrong.evaluate("e => getComputedStyle(e).borderTopColor + ' ' + getComputedStyle(e).borderTopWidth")
+    style = wrong.evaluate(
+        "e => getComputedStyle(e).borderTopColor + ' ' + getComputedStyle(e).borderTopWidth"
+    )
     assert style == "rgb(179, 38, 30) 2px"
     others = details.locator(".f:not(.wrong)")
     assert "note" not in [others.nth(i).get_attribute("data-field") for i in range(others.count())]

@@ -329,10 +329,16 @@ def test_model_calls_an_arm_records_become_telemetry_and_cost(tmp_path: Path) ->
             env.telemetry.model_call(ModelCall(input_tokens=7, output_tokens=3, cost_usd=0.5))
             return await super().run(task, env)
 
-    result = evaluate_provider([Billed(), Priced()], FakeProvider(("ok",)), trials=2, out=tmp_path / "run")
+    result = evaluate_provider(
+        [Billed(), Priced()], FakeProvider(("ok",)), trials=2, out=tmp_path / "run"
+    )
     rows = [orjson.loads(x) for x in (result.run_dir / "results.jsonl").read_bytes().splitlines()]
     tel = {r["arm"]: r["telemetry"] for r in rows}
-    assert (tel["billed"]["model_calls"], tel["billed"]["input_tokens"], tel["billed"]["output_tokens"]) == (3, 151, 16)
+    assert (
+        tel["billed"]["model_calls"],
+        tel["billed"]["input_tokens"],
+        tel["billed"]["output_tokens"],
+    ) == (3, 151, 16)
     assert tel["billed"]["cost_usd"] is None  # one call had no price: unknown, not 0.25
     assert (tel["priced"]["model_calls"], tel["priced"]["cost_usd"]) == (1, 0.5)
     arms = result.metrics["arms"]

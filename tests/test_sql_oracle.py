@@ -24,7 +24,9 @@ from effectbench.oracles.sqlite import (
 def make_db(path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE encounters (id INTEGER PRIMARY KEY, patient_id TEXT, type TEXT, note TEXT)")
+    conn.execute(
+        "CREATE TABLE encounters (id INTEGER PRIMARY KEY, patient_id TEXT, type TEXT, note TEXT)"
+    )
     conn.execute('CREATE TABLE "bill ""items""" (code TEXT, amount INTEGER, raw BLOB)')
     conn.execute("INSERT INTO encounters (patient_id, type, note) VALUES ('p1', 'Urgent', 'old')")
     conn.close()
@@ -48,7 +50,9 @@ def test_reads_every_table_discovered_from_the_schema(tmp_path: Path) -> None:
     assert snap.readable
     assert sorted(snap.tables) == ['bill "items"', "encounters"]
     assert snap.rows('bill "items"') == ({"code": "X1", "amount": 7, "raw": "01ff"},)
-    assert snap.rows("encounters") == ({"id": 1, "patient_id": "p1", "type": "Urgent", "note": "old"},)
+    assert snap.rows("encounters") == (
+        {"id": 1, "patient_id": "p1", "type": "Urgent", "note": "old"},
+    )
 
 
 def test_a_table_created_later_is_seen_without_configuration(tmp_path: Path) -> None:
@@ -64,7 +68,9 @@ def test_rows_come_back_in_rowid_order(tmp_path: Path) -> None:
     db = tmp_path / "sor.db"
     make_db(db)
     for note in ("b", "a", "c"):
-        write(db, "INSERT INTO encounters (patient_id, type, note) VALUES ('p1', 'Triage', ?)", note)
+        write(
+            db, "INSERT INTO encounters (patient_id, type, note) VALUES ('p1', 'Triage', ?)", note
+        )
     write(db, "UPDATE encounters SET note = 'z' WHERE note = 'a'")
     notes = [r["note"] for r in read_all_tables(db).rows("encounters")]
     assert notes == ["old", "b", "z", "c"]
@@ -126,7 +132,9 @@ def test_reads_while_a_writer_holds_the_lock_see_the_last_commit(tmp_path: Path)
     make_db(db)
     writer = sqlite3.connect(db, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")
-    writer.execute("INSERT INTO encounters (patient_id, type, note) VALUES ('p1', 'Triage', 'pending')")
+    writer.execute(
+        "INSERT INTO encounters (patient_id, type, note) VALUES ('p1', 'Triage', 'pending')"
+    )
     try:
         assert len(read_all_tables(db).rows("encounters")) == 1
     finally:
@@ -216,9 +224,13 @@ def test_diff_accounts_for_every_row(
     d = diff_snapshots(pre, post)
     for name, before, after in (("t", pre_r, post_r), ("u", pre_a, post_a)):
         td = d.tables.get(name)
-        added, removed, changed = (0, 0, 0) if td is None else (len(td.added), len(td.removed), len(td.changed))
+        added, removed, changed = (
+            (0, 0, 0) if td is None else (len(td.added), len(td.removed), len(td.changed))
+        )
         assert len(after) - len(before) == added - removed
-        if sorted(repr(sorted(r.items())) for r in before) == sorted(repr(sorted(r.items())) for r in after):
+        if sorted(repr(sorted(r.items())) for r in before) == sorted(
+            repr(sorted(r.items())) for r in after
+        ):
             assert td is None  # row order alone is not a change
         else:
             assert added + removed + changed > 0
@@ -228,7 +240,9 @@ def test_diff_accounts_for_every_row(
 # --- outside the declared effect --------------------------------------------------------------
 
 EFFECT = Effect(
-    record_written=RecordWritten(table="encounters", selector={"patient_id": "p1", "type": "Triage"}),
+    record_written=RecordWritten(
+        table="encounters", selector={"patient_id": "p1", "type": "Triage"}
+    ),
     field_equals=(FieldEquals("note", "n"),),
 )
 
@@ -249,12 +263,20 @@ def test_outside_effect_names_a_stray_write_to_another_table() -> None:
 def test_outside_effect_is_empty_for_the_declared_write_alone() -> None:
     post = Snapshot(
         readable=True,
-        tables={**PRE.tables, "encounters": (*PRE.rows("encounters"), {"id": 3, "patient_id": "p1", "type": "Triage"})},
+        tables={
+            **PRE.tables,
+            "encounters": (
+                *PRE.rows("encounters"),
+                {"id": 3, "patient_id": "p1", "type": "Triage"},
+            ),
+        },
     )
     assert outside_effect(diff_snapshots(PRE, post), EFFECT) == []
 
 
-def test_outside_effect_covers_wrong_target_collateral_loss_and_edits_out_of_the_selection() -> None:
+def test_outside_effect_covers_wrong_target_collateral_loss_and_edits_out_of_the_selection() -> (
+    None
+):
     post = Snapshot(
         readable=True,
         tables={

@@ -68,7 +68,6 @@ TARGET_SUFFIX: Final = "-x"
 CONFUSABLE_CHANNEL: Final = "confusable"
 
 
-
 # --- pure payload builders ------------------------------------------------------------------
 
 
@@ -236,12 +235,20 @@ class _FieldMutationArm(_Adversary):
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         why = cannot_act(task, env)
-        built = None if why is not None or task.solution is None else self.mutate(task, task.solution, env)
+        built = (
+            None
+            if why is not None or task.solution is None
+            else self.mutate(task, task.solution, env)
+        )
         if built is None:
-            env.telemetry.action("adversary", attack=self.name, wrote=False, reason=why or self.NO_FIELD)
+            env.telemetry.action(
+                "adversary", attack=self.name, wrote=False, reason=why or self.NO_FIELD
+            )
             return self._claim()
         values, field = built
-        env.telemetry.action("adversary", attack=self.name, wrote=True, field=field, value=values[field])
+        env.telemetry.action(
+            "adversary", attack=self.name, wrote=True, field=field, value=values[field]
+        )
         await submit(env, values, 1)
         return self._claim()
 

@@ -59,9 +59,7 @@ async def trust_screen(task: TaskView, env: EnvHandle, submit: Submit) -> AgentR
         return AgentReport(
             reported_success=True, halted=False, message=f"screen says saved: {response.message}"
         )
-    return _halt(
-        f"screen did not confirm the save (status {response.status}): {response.message}"
-    )
+    return _halt(f"screen did not confirm the save (status {response.status}): {response.message}")
 
 
 async def trust_reads(

@@ -244,7 +244,9 @@ def _tasks(plan: Mapping[str, Any]) -> list[TaskSpec]:
     try:
         return [converter.structure(t, TaskSpec) for t in plan.get("tasks") or []]
     except Exception as exc:  # noqa: BLE001 - a plan the log cannot rebuild is unauditable
-        raise AuditError(f"the run's plan lists a task that cannot be rebuilt: {type(exc).__name__}: {exc}") from None
+        raise AuditError(
+            f"the run's plan lists a task that cannot be rebuilt: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _why_unscored(r: EpisodeRecord) -> str:
@@ -254,7 +256,13 @@ def _why_unscored(r: EpisodeRecord) -> str:
 
 def _pointer(r: EpisodeRecord) -> str:
     ev = r.evidence
-    return ev.get("post_read") or ev.get("terminal") or ev.get("reported") or ev.get("planned") or "events.jsonl"
+    return (
+        ev.get("post_read")
+        or ev.get("terminal")
+        or ev.get("reported")
+        or ev.get("planned")
+        or "events.jsonl"
+    )
 
 
 def _audit_task(
@@ -268,7 +276,9 @@ def _audit_task(
     for name in AUDIT_ARMS:
         have = len(records.get(name, ()))
         if have < trials:
-            failed[INCOMPLETE].append(f"{name} has {have} of {trials} planned trial(s) for this task in the log")
+            failed[INCOMPLETE].append(
+                f"{name} has {have} of {trials} planned trial(s) for this task in the log"
+            )
 
     # (a) the reference reaches the correct effect wherever a correct action exists.
     refs = records.get(REFERENCE_NAME, ())
@@ -279,14 +289,20 @@ def _audit_task(
                 continue
             evidence[r.episode_id] = _pointer(r)
             state = r.true_state.value if r.true_state is not None else _why_unscored(r)
-            detail = f" ({'; '.join(r.verdict_reasons)})" if r.true_state is not None and r.verdict_reasons else ""
+            detail = (
+                f" ({'; '.join(r.verdict_reasons)})"
+                if r.true_state is not None and r.verdict_reasons
+                else ""
+            )
             failed[BROKEN].append(
                 f"reference did not reach the correct effect on {r.episode_id}: {state}{detail} [{_pointer(r)}]"
             )
 
     # (b) no adversary is scored SUCCESS on a non-control task, nor a do-nothing one on any.
-    no_action = "" if task.correct_action_available else (
-        "; the task declares no correct action, yet this one produced the correct effect"
+    no_action = (
+        ""
+        if task.correct_action_available
+        else ("; the task declares no correct action, yet this one produced the correct effect")
     )
     for name in ADVERSARY_NAMES:
         runs = records.get(name, ())
@@ -297,7 +313,9 @@ def _audit_task(
                     exempt.append(_pointer(r))
                 continue
             if not r.eligible:
-                failed[INCOMPLETE].append(f"adversary {name} was not scored on {r.episode_id}: {_why_unscored(r)}")
+                failed[INCOMPLETE].append(
+                    f"adversary {name} was not scored on {r.episode_id}: {_why_unscored(r)}"
+                )
                 evidence[r.episode_id] = _pointer(r)
                 continue
             if r.outcome is not Outcome.SUCCESS:
@@ -429,6 +447,10 @@ def format_audit(report: AuditReport) -> str:
         lines += [f"    - {r}" for r in t.reasons]
         lines += [f"    note: {n}" for n in t.notes]
     n_ok = sum(t.audited for t in report.tasks)
-    verdict = "every task audited" if report.ok else f"{len(report.tasks) - n_ok} task(s) failed the audit"
+    verdict = (
+        "every task audited"
+        if report.ok
+        else f"{len(report.tasks) - n_ok} task(s) failed the audit"
+    )
     lines.append(f"{n_ok}/{len(report.tasks)} audited: {verdict}. Evidence: {report.log_path}")
     return "\n".join(lines)

@@ -44,6 +44,7 @@ __all__ = [
 
 PACK_SCHEMA: Final = "effectbench.pack/1"
 
+
 class PackError(EffectBenchError, ValueError):
     """Audit evidence that does not belong to the pack being published."""
 

@@ -38,14 +38,25 @@ async def audit_provider(
     from effectbench.api import RunError, evaluate_provider_async
     from effectbench.run.outdir import lost
 
-    if out_dir is not None and not force and Path(out_dir).is_dir() and any(Path(out_dir).iterdir()):
+    if (
+        out_dir is not None
+        and not force
+        and Path(out_dir).is_dir()
+        and any(Path(out_dir).iterdir())
+    ):
         raise AuditError(
             f"audit directory {out_dir} already exists and is not empty; choose another --out or pass --force "
             "to replace it"
         )
     try:
         result = await evaluate_provider_async(
-            checks.audit_arms(), provider, trials=trials, concurrency=concurrency, out=out_dir, force=force, registry=registry
+            checks.audit_arms(),
+            provider,
+            trials=trials,
+            concurrency=concurrency,
+            out=out_dir,
+            force=force,
+            registry=registry,
         )
     except RunError as exc:
         raise AuditError(str(exc)) from None

@@ -37,7 +37,9 @@ def audit_cli_main(
         return 2
 
     async def go() -> AuditReport:
-        return await audit_provider(provider_name, out_dir=out_dir, trials=trials, concurrency=concurrency, force=force)
+        return await audit_provider(
+            provider_name, out_dir=out_dir, trials=trials, concurrency=concurrency, force=force
+        )
 
     try:
         report = anyio.run(go)

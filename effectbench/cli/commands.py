@@ -330,7 +330,10 @@ def rescore(run_dir: Path, allow_incomplete: bool, no_report: bool) -> int:
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option(
-    "--out", "out_path", type=click.Path(path_type=Path), help="HTML file to write. [default: RUN_DIR/report.html]"
+    "--out",
+    "out_path",
+    type=click.Path(path_type=Path),
+    help="HTML file to write. [default: RUN_DIR/report.html]",
 )
 @click.option(
     "--episode",
@@ -414,7 +417,11 @@ def verify(path: Path, expected_pack: str | None) -> int:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--system", required=True, help="The arm of the run to submit.")
 @click.option(
-    "--out", "out_path", type=click.Path(path_type=Path), required=True, help="Submission file to write."
+    "--out",
+    "out_path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Submission file to write.",
 )
 def export(run_dir: Path, system: str, out_path: Path) -> int:
     """Write one arm of RUN_DIR as a leaderboard submission (docs/leaderboard.md)."""
@@ -423,7 +430,9 @@ def export(run_dir: Path, system: str, out_path: Path) -> int:
     if not (run_dir / "events.jsonl").is_file():
         _fail(f"{run_dir} holds no events.jsonl; give a run directory")
     if out_path.exists():
-        _fail(f"{out_path} already exists; choose another --out (a submission is never overwritten)")
+        _fail(
+            f"{out_path} already exists; choose another --out (a submission is never overwritten)"
+        )
     try:
         written = export_submission(run_dir, system, out_path)
     except OSError as exc:
@@ -534,7 +543,9 @@ def pack(provider: str, audit_dir: Path | None) -> int:
         from effectbench.audit.checks import audit_log
 
         if not (audit_dir / "events.jsonl").is_file():
-            _fail(f"{audit_dir} holds no events.jsonl; give the run directory of an effectbench audit")
+            _fail(
+                f"{audit_dir} holds no events.jsonl; give the run directory of an effectbench audit"
+            )
         report = audit_log(audit_dir / "events.jsonl")
     manifest = public_pack_manifest(Registry().provider(provider), audit=report)
     _out(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())

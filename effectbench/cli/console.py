@@ -32,15 +32,15 @@ class RunningScore:
             return
         if outcome.pre is None or outcome.post is None:
             return
-        from effectbench.scoring.classify import classify
-        from effectbench.scoring.judge import judge
+        from effectbench.scoring.labels import score_episode
 
         try:
-            verdict = judge(outcome.spec.effect, outcome.pre, outcome.post)
-            c = classify(
-                outcome.report.reported_success,
-                verdict.true_state,
-                outcome.spec.task.correct_action_available,
+            _, c = score_episode(
+                outcome.spec.effect,
+                outcome.pre,
+                outcome.post,
+                reported_success=outcome.report.reported_success,
+                correct_action_available=outcome.spec.task.correct_action_available,
             )
         except Exception:  # noqa: BLE001 - a display must never break a run
             return

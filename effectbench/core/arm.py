@@ -70,7 +70,9 @@ class TaskView:
             substrate=task.substrate,
             params=params,
             effect=shown,
-            solution=None if solution is None else {k: resolve_value(v, params) for k, v in solution.items()},
+            solution=None
+            if solution is None
+            else {k: resolve_value(v, params) for k, v in solution.items()},
             trial=trial,
         )
 

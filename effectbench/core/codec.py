@@ -40,9 +40,9 @@ def _structure_value(v: Any, _: Any) -> Value:
     if isinstance(v, Mapping):
         if set(v) == {"param"} and isinstance(v["param"], str):
             return ParamRef(v["param"])
-        raise InvalidSpec(f"a value must be a JSON scalar or {{\"param\": NAME}}, got {v!r}")
+        raise InvalidSpec(f'a value must be a JSON scalar or {{"param": NAME}}, got {v!r}')
     if isinstance(v, (list, tuple)):
-        raise InvalidSpec(f"a value must be a JSON scalar or {{\"param\": NAME}}, got a list {v!r}")
+        raise InvalidSpec(f'a value must be a JSON scalar or {{"param": NAME}}, got a list {v!r}')
     return v  # type: ignore[no-any-return]
 
 
@@ -97,7 +97,9 @@ def _str(d: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) ->
 def _scalar(v: Any, where: str) -> Any:
     if v is None or type(v) in (str, int, float, bool):
         return v
-    raise InvalidSpec(f"{where} must be a JSON scalar (string, number, true/false or null), got {v!r}")
+    raise InvalidSpec(
+        f"{where} must be a JSON scalar (string, number, true/false or null), got {v!r}"
+    )
 
 
 def _values(v: Any, where: str) -> dict[str, Value]:
@@ -108,7 +110,9 @@ def _structure_rw(d: Any) -> RecordWritten:
     where = "record_written"
     d = _obj(d, where)
     key = _take(d, "idempotency_key", where, None)
-    if key is not None and (not isinstance(key, _ARRAY) or len(key) != 2 or type(key[0]) is not str):
+    if key is not None and (
+        not isinstance(key, _ARRAY) or len(key) != 2 or type(key[0]) is not str
+    ):
         raise InvalidSpec(f"{where}: 'idempotency_key' must be [column, value], got {key!r}")
     return RecordWritten(
         table=_str(d, "table", where),
@@ -157,7 +161,9 @@ def _structure_oracle(d: Any) -> OracleSpec:
     )
 
 
-def _enum(d: Mapping[str, Any], key: str, enum: type[StrEnum], where: str, default: Any = _MISSING) -> Any:
+def _enum(
+    d: Mapping[str, Any], key: str, enum: type[StrEnum], where: str, default: Any = _MISSING
+) -> Any:
     v = _take(d, key, where, default)
     try:
         return enum(v)
@@ -183,7 +189,9 @@ def _structure_task(raw: Any) -> TaskSpec:
     params = _obj(_take(d, "params", where, {}), f"{where}: params")
     for name, template in params.items():
         if type(template) is not str:
-            raise InvalidSpec(f"{where}: param {name!r} must be a string template, got {template!r}")
+            raise InvalidSpec(
+                f"{where}: param {name!r} must be a string template, got {template!r}"
+            )
     sol = _take(d, "solution", where, None)
     try:
         return TaskSpec(
@@ -198,7 +206,9 @@ def _structure_task(raw: Any) -> TaskSpec:
             params=dict(params),
             initial_state={
                 t: _rows(rows, f"{where}: initial_state.{t}")
-                for t, rows in _obj(_take(d, "initial_state", where, {}), f"{where}: initial_state").items()
+                for t, rows in _obj(
+                    _take(d, "initial_state", where, {}), f"{where}: initial_state"
+                ).items()
             },
             solution=None if sol is None else _values(sol, f"{where}: solution"),
             fixture={

@@ -95,7 +95,9 @@ Value: TypeAlias = JSONScalar | ParamRef
 
 def _check_selector(instance: Any, attribute: Any, value: Mapping[str, Value]) -> None:
     if not value:
-        raise InvalidSpec(f"{type(instance).__name__}.selector is empty: name the columns that identify the record")
+        raise InvalidSpec(
+            f"{type(instance).__name__}.selector is empty: name the columns that identify the record"
+        )
 
 
 def _fields_tuple(value: Iterable[FieldEquals]) -> tuple[FieldEquals, ...]:
@@ -122,7 +124,9 @@ class RecordWritten:
     """
 
     table: str
-    selector: Mapping[str, Value] = attrs.field(converter=_freeze_mapping, validator=_check_selector)
+    selector: Mapping[str, Value] = attrs.field(
+        converter=_freeze_mapping, validator=_check_selector
+    )
     expected_count: int = attrs.field(default=1)
     idempotency_key: tuple[str, Value] | None = None
     forbid_collateral_loss: bool = True
@@ -146,7 +150,9 @@ class FieldEquals:
     @field.validator
     def _check_field(self, attribute: Any, value: str) -> None:
         if not value:
-            raise InvalidSpec("field_equals needs a field name: which column must hold the expected value?")
+            raise InvalidSpec(
+                "field_equals needs a field name: which column must hold the expected value?"
+            )
 
 
 @attrs.frozen
@@ -162,7 +168,9 @@ class Effect:
         def sub(v: Value) -> Value:
             if isinstance(v, ParamRef):
                 if v.name not in params:
-                    raise InvalidSpec(f"effect refers to run param {v.name!r} which the task does not define")
+                    raise InvalidSpec(
+                        f"effect refers to run param {v.name!r} which the task does not define"
+                    )
                 return params[v.name]
             return v
 
@@ -179,7 +187,10 @@ class Effect:
 
     @property
     def is_resolved(self) -> bool:
-        values: list[Value] = [*self.record_written.selector.values(), *(f.expected for f in self.field_equals)]
+        values: list[Value] = [
+            *self.record_written.selector.values(),
+            *(f.expected for f in self.field_equals),
+        ]
         if self.record_written.idempotency_key is not None:
             values.append(self.record_written.idempotency_key[1])
         return not any(isinstance(v, ParamRef) for v in values)
@@ -245,7 +256,9 @@ class TaskSpec:
     oracle: OracleSpec
     correct_action_available: bool
     params: Mapping[str, str] = attrs.field(factory=dict, converter=_freeze_mapping)
-    initial_state: Mapping[str, tuple[Row, ...]] = attrs.field(factory=dict, converter=_freeze_mapping)
+    initial_state: Mapping[str, tuple[Row, ...]] = attrs.field(
+        factory=dict, converter=_freeze_mapping
+    )
     solution: Mapping[str, Value] | None = None
     fixture: Mapping[str, JSONScalar] = attrs.field(factory=dict, converter=_freeze_mapping)
     reversible: bool = False
@@ -262,7 +275,11 @@ class TaskSpec:
             raise InvalidSpec(
                 f"task {self.task_id}: oracle claims a trial-unique payload but no run param uses {{tag}}"
             )
-        if not self.task_id or any(c.isspace() for c in self.task_id) or _TRIAL_SUFFIX.search(self.task_id):
+        if (
+            not self.task_id
+            or any(c.isspace() for c in self.task_id)
+            or _TRIAL_SUFFIX.search(self.task_id)
+        ):
             raise InvalidSpec(
                 f"task_id {self.task_id!r} must be non-empty, without spaces or '::t<digit>' "
                 "(episode ids end in '::t<trial>')"

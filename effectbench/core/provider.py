@@ -131,7 +131,9 @@ class BenchmarkProvider(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def provision(self, task: TaskSpec, trial: int, params: Mapping[str, str]) -> ProvisionedEpisode: ...
+    async def provision(
+        self, task: TaskSpec, trial: int, params: Mapping[str, str]
+    ) -> ProvisionedEpisode: ...
 
 
 class SkipEpisode(Exception):

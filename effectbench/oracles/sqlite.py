@@ -48,7 +48,9 @@ def ro_uri(db_path: str | os.PathLike[str]) -> str:
     return Path(db_path).resolve().as_uri() + "?mode=ro"
 
 
-def connect_ro(db_path: str | os.PathLike[str], *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+def connect_ro(
+    db_path: str | os.PathLike[str], *, timeout: float = BUSY_TIMEOUT_S
+) -> sqlite3.Connection:
     """A read-only, autocommit connection; ``mode=ro`` never creates a missing file."""
     conn = sqlite3.connect(ro_uri(db_path), uri=True, timeout=timeout, isolation_level=None)
     conn.execute("PRAGMA query_only = ON")
@@ -80,12 +82,16 @@ def _read_table(conn: sqlite3.Connection, table: str) -> tuple[Row, ...]:
         cur = conn.execute(f"SELECT * FROM {q} ORDER BY {order}")
     try:
         names = [d[0] for d in (cur.description or ())]
-        return tuple({n: _scalar(v) for n, v in zip(names, row, strict=True)} for row in cur.fetchall())
+        return tuple(
+            {n: _scalar(v) for n, v in zip(names, row, strict=True)} for row in cur.fetchall()
+        )
     finally:
         cur.close()
 
 
-def read_all_tables(db_path: str | os.PathLike[str], *, timeout: float = BUSY_TIMEOUT_S) -> Snapshot:
+def read_all_tables(
+    db_path: str | os.PathLike[str], *, timeout: float = BUSY_TIMEOUT_S
+) -> Snapshot:
     """Blocking read of every user table; an unreachable store gives an unreadable Snapshot."""
     try:
         conn = connect_ro(db_path, timeout=timeout)
@@ -116,7 +122,9 @@ class SqliteAllTablesOracle:
     timeout: float = BUSY_TIMEOUT_S
 
     async def read(self) -> Snapshot:
-        return await anyio.to_thread.run_sync(lambda: read_all_tables(self.db_path, timeout=self.timeout))
+        return await anyio.to_thread.run_sync(
+            lambda: read_all_tables(self.db_path, timeout=self.timeout)
+        )
 
 
 # --- pure diffing -----------------------------------------------------------------------------
@@ -180,7 +188,9 @@ def _row_key(row: Row) -> bytes:
     return orjson.dumps(dict(row), option=orjson.OPT_SORT_KEYS)
 
 
-def _pick_id_field(table: str, rows: Sequence[Row], id_fields: Mapping[str, str] | None) -> str | None:
+def _pick_id_field(
+    table: str, rows: Sequence[Row], id_fields: Mapping[str, str] | None
+) -> str | None:
     if id_fields is not None and table in id_fields:
         return id_fields[table]
     if rows and all("id" in r for r in rows):
@@ -188,12 +198,16 @@ def _pick_id_field(table: str, rows: Sequence[Row], id_fields: Mapping[str, str]
     return None
 
 
-def _diff_table(table: str, pre: Sequence[Row], post: Sequence[Row], id_field: str | None) -> TableDiff:
+def _diff_table(
+    table: str, pre: Sequence[Row], post: Sequence[Row], id_field: str | None
+) -> TableDiff:
     if id_field is not None:
         keyed = all(id_field in r for r in (*pre, *post))
         pre_ids = [r.get(id_field) for r in pre]
         post_ids = [r.get(id_field) for r in post]
-        unique = len(set(map(_key_of, pre_ids))) == len(pre_ids) and len(set(map(_key_of, post_ids))) == len(post_ids)
+        unique = len(set(map(_key_of, pre_ids))) == len(pre_ids) and len(
+            set(map(_key_of, post_ids))
+        ) == len(post_ids)
         if keyed and unique:
             before = {_key_of(r.get(id_field)): r for r in pre}
             after = {_key_of(r.get(id_field)): r for r in post}
@@ -225,7 +239,9 @@ def _key_of(value: JSONScalar) -> bytes:
     return orjson.dumps(value)
 
 
-def diff_snapshots(pre: Snapshot, post: Snapshot, *, id_fields: Mapping[str, str] | None = None) -> SnapshotDiff:
+def diff_snapshots(
+    pre: Snapshot, post: Snapshot, *, id_fields: Mapping[str, str] | None = None
+) -> SnapshotDiff:
     """Rows added, changed and removed per table between two readable snapshots.
 
     Rows are matched by ``id_fields[table]``, else by an ``id`` column every row has;
@@ -236,7 +252,9 @@ def diff_snapshots(pre: Snapshot, post: Snapshot, *, id_fields: Mapping[str, str
     """
     if not pre.readable or not post.readable:
         side = "pre" if not pre.readable else "post"
-        raise ValueError(f"cannot diff: the {side} snapshot is unreadable ({(pre if side == 'pre' else post).error})")
+        raise ValueError(
+            f"cannot diff: the {side} snapshot is unreadable ({(pre if side == 'pre' else post).error})"
+        )
     out: dict[str, TableDiff] = {}
     for table in sorted({*pre.tables, *post.tables}):
         before, after = pre.rows(table), post.rows(table)
@@ -260,7 +278,9 @@ def outside_effect(diff: SnapshotDiff, effect: Effect) -> list[str]:
     resolved (this trial's params substituted).
     """
     if not effect.is_resolved:
-        raise ValueError("outside_effect needs a resolved effect: call effect.resolve(params) first")
+        raise ValueError(
+            "outside_effect needs a resolved effect: call effect.resolve(params) first"
+        )
     rw = effect.record_written
     selector = {k: v for k, v in rw.selector.items() if not isinstance(v, ParamRef)}
     lines: list[str] = []
@@ -273,7 +293,11 @@ def outside_effect(diff: SnapshotDiff, effect: Effect) -> list[str]:
             table=td.table,
             id_field=td.id_field,
             added=tuple(r for r in td.added if not _matches(r, selector)),
-            changed=tuple(c for c in td.changed if not (_matches(c.before, selector) and _matches(c.after, selector))),
+            changed=tuple(
+                c
+                for c in td.changed
+                if not (_matches(c.before, selector) and _matches(c.after, selector))
+            ),
             removed=tuple(r for r in td.removed if not _matches(r, selector)),
         )
         lines += _describe_table(stray, where=" outside the selector")

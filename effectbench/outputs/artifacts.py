@@ -390,9 +390,7 @@ def _manifest(
             "release": platform.release(),
         },
         "dependencies": _dependency_versions(),
-        "attestations": dict(
-            NOT_ATTESTED if attest is None else attest(acc.plan.arms, log_path)
-        ),
+        "attestations": dict(NOT_ATTESTED if attest is None else attest(acc.plan.arms, log_path)),
     }
 
 

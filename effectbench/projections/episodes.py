@@ -44,8 +44,7 @@ from effectbench.core.events import (
     Reported,
 )
 from effectbench.core.model import Category, FailureClass, Snapshot, Substrate, TrueState
-from effectbench.scoring.classify import classify
-from effectbench.scoring.judge import judge
+from effectbench.scoring.labels import score_episode
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
 __all__ = ["EventLike", "ProjectionError", "Projector", "fold_episode", "project_episodes"]
@@ -236,11 +235,12 @@ def _scored(st: _Episode, base: dict[str, Any]) -> EpisodeRecord:
         return _failed(
             base, FailureClass.EVALUATION, (f"effect in event #{st.planned.seq} is invalid: {exc}",)
         )
-    verdict = judge(effect, _snapshot(st.pre, "pre_snapshot"), _snapshot(st.post, "post_read"))
-    cls = classify(
-        st.reported.data["reported_success"],
-        verdict.true_state,
-        bool(p["correct_action_available"]),
+    verdict, cls = score_episode(
+        effect,
+        _snapshot(st.pre, "pre_snapshot"),
+        _snapshot(st.post, "post_read"),
+        reported_success=st.reported.data["reported_success"],
+        correct_action_available=bool(p["correct_action_available"]),
     )
     if not cls.scoreable:
         return EpisodeRecord(

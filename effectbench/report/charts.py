@@ -116,7 +116,10 @@ def _bar(y: float, label: str, g: Gap, task: float | None, screen: float | None)
 
 
 def dot_chart(
-    title: str, rows: Sequence[tuple[str, Rate | Gap, str]], *, gap_of: tuple[Rate, Rate] | None = None
+    title: str,
+    rows: Sequence[tuple[str, Rate | Gap, str]],
+    *,
+    gap_of: tuple[Rate, Rate] | None = None,
 ) -> Chart:
     """A chart of ``rows`` (label, value, shape name); a Gap row draws as a hatched bar
     from task success to screen success (``gap_of`` gives those two rates)."""
@@ -126,8 +129,13 @@ def dot_chart(
         if isinstance(value, Gap):
             task, screen = gap_of if gap_of is not None else (None, None)
             marks.append(
-                _bar(y, label, value, None if task is None else task.value,
-                     None if screen is None else screen.value)
+                _bar(
+                    y,
+                    label,
+                    value,
+                    None if task is None else task.value,
+                    None if screen is None else screen.value,
+                )
             )
         else:
             marks.append(_dot(y, label, value, shape))
@@ -151,7 +159,9 @@ def dot_chart(
     )
 
 
-def headline_chart(arm: str, swer: Rate, over_halt: Rate, task: Rate, screen: Rate, gap: Gap) -> Chart:
+def headline_chart(
+    arm: str, swer: Rate, over_halt: Rate, task: Rate, screen: Rate, gap: Gap
+) -> Chart:
     """SWER beside over-halt, task and screen success, and the gap between the last two."""
     return dot_chart(
         f"{arm}: SWER, over-halt, task and screen success (95% Wilson intervals)",

@@ -90,7 +90,9 @@ def _pairs(
     return swer, succ, halt
 
 
-def paired_blocks(runs: Sequence[RunData], labels: Sequence[str], tasks: Sequence[str]) -> list[dict[str, Any]]:
+def paired_blocks(
+    runs: Sequence[RunData], labels: Sequence[str], tasks: Sequence[str]
+) -> list[dict[str, Any]]:
     """Each later run minus the first, per matching arm, paired by (task, trial)."""
     base = runs[0]
     trials = base.identity.trials

@@ -148,7 +148,7 @@ def _scan(path: Path, keys: Mapping[bytes, str], out: dict[str, list[Any]]) -> t
                     raise _bad(path, n + 1, "is not an event line")
                 start = line.find(b',"ep":')
                 stop = line.find(b',"data":', start)
-                ep = keys.get(line[start:stop + 8]) if start > 0 and stop > 0 else None
+                ep = keys.get(line[start : stop + 8]) if start > 0 and stop > 0 else None
                 linked = ep is None and not check_next
                 if not linked and sha256(prev + b"\n" + line[:-72]).hexdigest().encode() != h:
                     raise _bad(path, n + 1, "does not chain from the previous line")
@@ -334,7 +334,8 @@ def _step_text(ev: Any) -> str:
         return f"{d.get('kind')} {_short(d.get('detail'))}"
     if t == "episode.telemetry":
         parts = [
-            _nullable(n, d.get(n)) for n in ("model_calls", "input_tokens", "output_tokens", "cost_usd")
+            _nullable(n, d.get(n))
+            for n in ("model_calls", "input_tokens", "output_tokens", "cost_usd")
         ]
         return ", ".join([*parts, f"actions {d.get('actions')}"])
     if t == "episode.reported":
@@ -457,7 +458,9 @@ def _diff(attempt: _Attempt, effect: Any) -> DiffView:
     if not pre.readable or not post.readable:
         side, snap = ("pre", pre) if not pre.readable else ("post", post)
         return DiffView((), f"the {side} read was unreadable: {snap.error or 'no error given'}")
-    id_fields = None if effect is None else {effect.record_written.table: effect.record_written.id_field}
+    id_fields = (
+        None if effect is None else {effect.record_written.table: effect.record_written.id_field}
+    )
     changes = diff_snapshots(pre, post, id_fields=id_fields)
     tables = []
     for name in sorted({*pre.tables, *post.tables}):

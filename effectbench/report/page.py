@@ -56,7 +56,9 @@ def _rows_at(path: Path, slots: Container[int]) -> dict[int, dict[str, Any]]:
                     rows[slot] = orjson.loads(line)
                 slot += 1
     except (OSError, orjson.JSONDecodeError) as exc:
-        raise ReportError(f"cannot read {path} ({exc}); rebuild it with `effectbench rescore`") from None
+        raise ReportError(
+            f"cannot read {path} ({exc}); rebuild it with `effectbench rescore`"
+        ) from None
     return rows
 
 

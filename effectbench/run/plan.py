@@ -42,6 +42,8 @@ def hash_identity(plan: Mapping[str, Any]) -> str:
     """The plan hash of a plan's JSON (as ``run.started`` records it): one definition for the
     scheduler, resume and the verifier."""
     return hashlib.sha256(canonical_json({k: plan.get(k) for k in IDENTITY_KEYS})).hexdigest()
+
+
 MAX_EPISODES = 10_000_000
 """More is a typo (or needs splitting with --task). Episodes are generated lazily, so the
 cap guards against a slip of the keyboard, not against memory."""

@@ -430,7 +430,9 @@ def verify_run(
         rebuilt_manifest = orjson.loads((rebuilt_dir / MANIFEST_FILE).read_bytes())
         ran = rebuilt_manifest.get("pack_fingerprint")
         if expected_pack_fingerprint is not None and ran != expected_pack_fingerprint:
-            reasons.add(LOG_FILE, f"pack fingerprint {ran} is not the expected {expected_pack_fingerprint}")
+            reasons.add(
+                LOG_FILE, f"pack fingerprint {ran} is not the expected {expected_pack_fingerprint}"
+            )
         if metrics is not None:
             _compare(metrics, rebuilt_metrics, "", METRICS_FILE, reasons)
         if isinstance(manifest, dict):
@@ -589,8 +591,7 @@ def _rederive(
 ) -> EpisodeRecord | None:
     """The row's labels from its raw fields; every mismatch with its claims is a reason."""
     from effectbench.core.codec import converter
-    from effectbench.scoring.classify import classify
-    from effectbench.scoring.judge import judge
+    from effectbench.scoring.labels import score_episode
 
     params = trial_params(task, trial)
     tag = trial_tag(task.task_id, trial)
@@ -645,8 +646,13 @@ def _rederive(
         except Exception as exc:  # noqa: BLE001 - untrusted submission content
             reasons.add(source, f"{where}: oracle readings are malformed ({exc})")
             return None
-        verdict = judge(effect, pre, post)
-        cls = classify(reported, verdict.true_state, task.correct_action_available)
+        verdict, cls = score_episode(
+            effect,
+            pre,
+            post,
+            reported_success=reported,
+            correct_action_available=task.correct_action_available,
+        )
         verdict_reasons = verdict.reasons
         expected = {
             "true_state": verdict.true_state.value,
