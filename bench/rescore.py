@@ -34,7 +34,7 @@ from _common import load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed import MockMedProvider
 
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
-from effectbench.audit.checks import attestations
+from effectbench.audit.attest import attestations
 from effectbench.core.arm import Arm
 from effectbench.core.model import trial_tag
 from effectbench.log.reader import LogEntry, read_log, write_events_sync

@@ -158,7 +158,7 @@ def build_outputs(run_dir: Path, *, report: bool = True) -> tuple[dict[str, Any]
 
     ``report`` also writes report.html from those artifacts (after them, so a report
     that cannot be built never costs an artifact)."""
-    from effectbench.audit.checks import attestations
+    from effectbench.audit.attest import attestations
     from effectbench.outputs.artifacts import build_artifacts
 
     build_artifacts(run_dir, attest=attestations)

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from effectbench.audit.checks import attestations
+from effectbench.audit.attest import attestations
 from effectbench.core.codec import converter
 from effectbench.core.events import (
     ArmStarted,

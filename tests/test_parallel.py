@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from effectbench.api import evaluate
-from effectbench.audit.checks import attestations
+from effectbench.audit.attest import attestations
 from effectbench.core.rundir import ARTIFACT_FILES
 from effectbench.log.reader import LogEntry, read_log, write_events_sync
 from effectbench.outputs import artifacts

@@ -20,7 +20,7 @@ import pytest
 from fakes import FakeProvider, ScriptedArm
 
 from effectbench.api import evaluate_provider
-from effectbench.audit.checks import attestations
+from effectbench.audit.attest import attestations
 from effectbench.log.reader import LogEntry, read_log, verify_log, write_events_sync
 from effectbench.outputs.artifacts import ArtifactError, build_artifacts, rescore_artifacts
 from effectbench.outputs.parallel import MIN_PARALLEL_BYTES

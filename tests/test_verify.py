@@ -10,7 +10,7 @@ import orjson
 import pytest
 from test_artifacts import read_rows, write_run
 
-from effectbench.audit.checks import attestations
+from effectbench.audit.attest import attestations
 from effectbench.outputs.artifacts import build_artifacts, dump_json
 from effectbench.verify.run_check import export_submission, verify_run, verify_submission
 

@@ -1,10 +1,9 @@
 """Old import path ``effectbench.audit``: the checks (checks.py), the runner (runner.py)
-and the command (effectbench.cli.audit). The runner and the command are re-exported
-lazily: they sit above the API, the checks below it."""
+and the command (effectbench.cli.audit), re-exported lazily so that importing a light
+submodule (attest.py) does not load the checks."""
 
+import importlib
 from typing import Any
-
-from effectbench.audit.checks import *
 
 _LAZY = {
     "audit_provider": "effectbench.audit.runner",
@@ -13,8 +12,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'effectbench.audit' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_LAZY[name]), name)
+    module = importlib.import_module(_LAZY.get(name, "effectbench.audit.checks"))
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise AttributeError(f"module 'effectbench.audit' has no attribute {name!r}") from None

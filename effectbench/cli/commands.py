@@ -302,7 +302,7 @@ def rescore(run_dir: Path, allow_incomplete: bool, no_report: bool) -> int:
     record of how it ended."""
     import orjson
 
-    from effectbench.audit.checks import attestations
+    from effectbench.audit.attest import attestations
     from effectbench.outputs.artifacts import rescore_artifacts
 
     if run_dir.exists() and not run_dir.is_dir():

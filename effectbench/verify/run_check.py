@@ -23,7 +23,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from effectbench.audit.checks import attestations
+from effectbench.audit.attest import attestations
 from effectbench.core.hashing import content_hash
 from effectbench.core.model import (
     SPEC_VERSION,
