@@ -154,6 +154,13 @@ def _given(ctx: click.Context, name: str) -> bool:
     metavar="S",
     help="Seconds one provisioning or one oracle read may take.",
 )
+@click.option(
+    "--screenshots",
+    type=click.Choice(["none", "final", "all"]),
+    default="all",
+    show_default=True,
+    help="Screenshots kept as evidence: none, each episode's final one, or all.",
+)
 @_force_option
 @_quiet_option
 @click.pass_context
@@ -169,6 +176,7 @@ def run(
     episode_timeout: float | None,
     oracle_retries: int,
     provider_timeout: float,
+    screenshots: str,
     force: bool,
     quiet: bool,
 ) -> int:
@@ -206,6 +214,7 @@ def run(
         episode_timeout=episode_timeout,
         oracle_retries=oracle_retries,
         provider_timeout=provider_timeout,
+        screenshots=screenshots,
         force=force,
         **kwargs,
     )

@@ -188,7 +188,8 @@ def _load_json(path: Path, reasons: _Reasons) -> Any:
 def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
     """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan."""
     from effectbench.codec import converter
-    from effectbench.events import TERMINAL_TYPES
+    from effectbench.events import TERMINAL_TYPES, ArmScreenshot
+    from effectbench.evidence import check_blob
     from effectbench.log import LogError, read_log
     from effectbench.plan import episode_id, hash_identity, pack_fingerprint
 
@@ -220,9 +221,18 @@ def _plan_checks(run_dir: Path, verify_chain: bool, reasons: _Reasons) -> None:
             reasons.add(source, "no run.started event: the log does not carry its plan")
             return
         terminated: set[str] = set()
+        blobs: dict[tuple[str, str], str | None] = {}
         for ev in events:
             if ev.type in TERMINAL_TYPES and ev.ep is not None:
                 terminated.add(ev.ep)
+                continue
+            if ev.type == ArmScreenshot.TYPE:  # one image is hashed once, however often cited
+                cited = (str(ev.data.get("sha256")), str(ev.data.get("path")))
+                if cited not in blobs:
+                    blobs[cited] = check_blob(run_dir, ev.data)
+                why = blobs[cited]
+                if why is not None:
+                    reasons.add(source, f"event #{ev.seq} ({ev.ep}): screenshot {why}")
                 continue
             if ev.type != "episode.planned":
                 continue
