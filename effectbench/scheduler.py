@@ -466,8 +466,8 @@ class Scheduler:
             await pool.start()
         except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
             self._start_error = ProviderStartError(
-                f"the browser for {', '.join(sorted(self._browser_arms))} failed to start: "
-                f"{_one_line(exc)}; nothing ran. Fix it, then continue with: "
+                f"the browser for arm {', '.join(sorted(self._browser_arms))} failed to start: "
+                f"{exc}; nothing ran. Fix it, then continue with: "
                 f"effectbench run --resume {self.run_dir}"
             )
             return False

@@ -147,9 +147,8 @@ async def launch_chromium(
                 handle_sighup=False,
             )
         except Exception as exc:
-            raise BrowserUnavailable(
-                f"Chromium at {exe} failed to start: {' '.join(str(exc).split())[:300]}"
-            ) from None
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise BrowserUnavailable(f"Chromium at {exe} failed to start ({first[:300]})") from None
 
 
 @contextlib.asynccontextmanager
