@@ -11,14 +11,13 @@ from pathlib import Path
 import orjson
 import pytest
 from fakes import load_run
+from test_log import _check  # the schema mini-validator
 
 from effectbench import events as ev
 from effectbench.api import evaluate
 from effectbench.evidence import BLOB_DIR
 from effectbench.schema import load_event_schema
 from effectbench.verify import verify_run
-
-from test_log import _check  # the schema mini-validator
 
 pytestmark = pytest.mark.xdist_group("browser")
 ARMS = ["browser_screen_only", "browser_effect_verified"]
@@ -91,7 +90,7 @@ def test_screenshots_are_stored_once_by_hash_and_logged_in_order(run16: Path) ->
 def test_verify_names_a_screenshot_edited_after_the_run(run16: Path, tmp_path: Path) -> None:
     copy = tmp_path / "edited"
     shutil.copytree(run16, copy)
-    victim = sorted((copy / BLOB_DIR).iterdir())[0]
+    victim = min((copy / BLOB_DIR).iterdir())
     data = bytearray(victim.read_bytes())
     data[-20] ^= 0xFF
     victim.write_bytes(bytes(data))

@@ -182,7 +182,7 @@ def test_a_browser_run_without_a_browser_fails_in_one_line(tmp_path: Path, chrom
     proc = subprocess.run(
         [str(_SCRIPT), "run", "--arm", "browser_screen_only", "--trials", "1",
          "--out", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=60, env=_no_browser_env(tmp_path, **extra),
+        check=False, capture_output=True, text=True, timeout=60, env=_no_browser_env(tmp_path, **extra),
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -196,7 +196,7 @@ def test_a_browser_that_will_not_start_fails_the_run_in_one_line(tmp_path: Path)
     proc = subprocess.run(
         [str(_SCRIPT), "run", "--arm", "browser_screen_only", "--trials", "1",
          "--out", str(tmp_path / "run"), "-q"],
-        capture_output=True, text=True, timeout=60,
+        check=False, capture_output=True, text=True, timeout=60,
         env=_no_browser_env(tmp_path, EFFECTBENCH_CHROMIUM="/bin/false"),
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr

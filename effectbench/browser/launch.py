@@ -146,7 +146,7 @@ async def launch_chromium(
                 handle_sigterm=False,
                 handle_sighup=False,
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any launch failure means no usable browser
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise BrowserUnavailable(f"Chromium at {exe} failed to start ({first[:300]})") from None
 
