@@ -19,7 +19,6 @@ from effectbench.browser.launch import _wrapper
 from effectbench.model import AgentReport
 from effectbench.provider import EnvHandle
 
-pytestmark = pytest.mark.xdist_group("browser")
 _SCRIPT = Path(sys.executable).with_name("effectbench")
 DEADLINE_S = 30.0
 

@@ -15,7 +15,7 @@ from effectbench.browser import BrowserPool
 from effectbench.model import Snapshot, resolve_value, trial_params
 from effectbench.provider import Telemetry
 
-pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("browser")]
+pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
