@@ -202,3 +202,44 @@ def test_a_browser_that_will_not_start_fails_the_run_in_one_line(tmp_path: Path)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "failed to start" in lines[0], proc.stderr
     assert "--resume" in lines[0]
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_interrupts_a_browser_run_cleanly(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C signals the whole process group: only the harness may get it,
+    so that in-flight episodes are interrupted (resumable), not failed or mis-scored by a
+    driver that died first."""
+    import orjson
+
+    out = tmp_path / "run"
+    harness = subprocess.Popen(
+        [str(_SCRIPT), "run", "--arm", "browser_screen_only", "--trials", "40",
+         "--concurrency", "4", "--out", str(out), "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90.0
+        log = out / "events.jsonl"
+        while time.monotonic() < deadline:
+            if log.exists() and log.read_bytes().count(b'"episode.arm_started"') >= 8:
+                break
+            time.sleep(0.05)
+        tree = _descendants(harness.pid)
+        drivers = [pid for pid in tree if "node" in _comm(pid)]
+        assert drivers, "no Playwright driver running"
+        # out of the terminal's reach: its own session, so the group's SIGINT misses it
+        assert all(os.getsid(pid) != os.getsid(harness.pid) for pid in drivers)
+        os.killpg(harness.pid, signal.SIGINT)
+        assert harness.wait(timeout=60) == 130
+        assert _wait_until_gone(tree) == []
+    finally:
+        harness.kill()
+        harness.wait()
+    lines = [orjson.loads(x) for x in log.read_bytes().splitlines()]
+    assert lines[-1]["type"] == "run.finished" and lines[-1]["data"]["interrupted"] is True
+    assert not [x for x in lines if x["type"] == "episode.failed"]
+    messages = {x["data"]["message"] for x in lines if x["type"] == "episode.reported"}
+    assert messages <= {"screen says saved: Saved", "screen did not confirm the save "
+                        "(status 504): The server took too long to answer; try again",
+                        "screen did not confirm the save (status 401): Your session expired; "
+                        "sign in again"}  # fmt: skip

@@ -2,7 +2,8 @@
 
 Public pieces:
 
-- ``launch_chromium(playwright)`` and ``chromium()``: one configured headless Chromium
+- ``start_playwright()``, ``launch_chromium(playwright)`` and ``chromium()``: Playwright's
+  driver and one configured headless Chromium
   (the distribution's, found by ``find_chromium``), started so it dies with the harness.
   Reuse these wherever the project needs a browser (reports, tools, tests).
 - ``BrowserPool``: the run's browsers; ``open()`` gives one episode a fresh context and page.
@@ -24,6 +25,7 @@ from effectbench.browser.launch import (
     find_chromium,
     launch_chromium,
     require_playwright,
+    start_playwright,
 )
 from effectbench.browser.pool import BrowserPool, EpisodeBrowser, default_browsers
 
@@ -48,5 +50,6 @@ __all__ = [
     "find_chromium",
     "launch_chromium",
     "require_playwright",
+    "start_playwright",
     "uses_browser",
 ]

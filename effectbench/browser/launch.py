@@ -53,8 +53,10 @@ _PDEATHSIG: Final = (
     "import ctypes,os,sys\n"
     "ctypes.CDLL(None).prctl(1, 9)\n"  # PR_SET_PDEATHSIG, SIGKILL
     "if os.getppid() != int(sys.argv[1]): os._exit(1)\n"  # the parent died before prctl
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
+    "if sys.argv[2] == 'setsid': os.setsid()\n"
+    "os.execv(sys.argv[3], sys.argv[3:])\n"
 )
+NODE_ENV: Final = "PLAYWRIGHT_NODEJS_PATH"
 
 
 class BrowserUnavailable(Exception):
@@ -108,16 +110,58 @@ def check_browser() -> str:
     return find_chromium()
 
 
-def _wrapper(directory: Path, executable: str) -> str:
-    """A launcher that gives the real executable PR_SET_PDEATHSIG (Linux only)."""
-    script = directory / "chromium-pdeathsig"
+def _wrapper(directory: Path, executable: str, *, own_session: bool = False) -> str:
+    """A launcher that gives the real executable PR_SET_PDEATHSIG (Linux only) and,
+    with ``own_session``, a session of its own (no terminal signals reach it)."""
+    script = directory / f"{Path(executable).name}-pdeathsig"
     python = shlex.quote(sys.executable)
+    mode = "setsid" if own_session else "keep"
     script.write_text(
         "#!/bin/sh\n"
-        f'exec {python} -I -S -c {shlex.quote(_PDEATHSIG)} "$PPID" {shlex.quote(executable)} "$@"\n'
+        f'exec {python} -I -S -c {shlex.quote(_PDEATHSIG)} "$PPID" {mode} '
+        f'{shlex.quote(executable)} "$@"\n'
     )
     script.chmod(0o700)
     return str(script)
+
+
+def _bundled_node() -> str | None:
+    try:
+        from playwright._impl._driver import compute_driver_executable
+    except ImportError:
+        return None
+    saved = os.environ.pop(NODE_ENV, None)
+    try:
+        return str(compute_driver_executable()[0])
+    except Exception:  # noqa: BLE001 - no bundled node: leave Playwright's own choice
+        return None
+    finally:
+        if saved is not None:
+            os.environ[NODE_ENV] = saved
+
+
+async def start_playwright() -> Playwright:
+    """Start Playwright's driver (async API) so that it dies with this process and a
+    terminal's Ctrl-C reaches only the harness, which then stops the browsers itself:
+    left in the harness's process group, the driver would die at once and fail every
+    in-flight episode instead of letting the run stop cleanly."""
+    require_playwright()
+    from playwright.async_api import async_playwright
+
+    node = _bundled_node() if sys.platform.startswith("linux") else None
+    if node is None:
+        return await async_playwright().start()
+    with tempfile.TemporaryDirectory(prefix="effectbench-driver-") as tmp:
+        saved = os.environ.get(NODE_ENV)
+        # Playwright reads the variable once, when it spawns the driver inside start().
+        os.environ[NODE_ENV] = _wrapper(Path(tmp), node, own_session=True)
+        try:
+            return await async_playwright().start()
+        finally:
+            if saved is None:
+                os.environ.pop(NODE_ENV, None)
+            else:
+                os.environ[NODE_ENV] = saved
 
 
 async def launch_chromium(
@@ -157,12 +201,12 @@ async def chromium(
 ) -> AsyncIterator[Browser]:
     """``async with chromium() as browser:`` a Playwright driver and one configured
     headless Chromium, both stopped on exit (for reports, tools and tests)."""
-    require_playwright()
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
+    pw = await start_playwright()
+    try:
         browser = await launch_chromium(pw, executable=executable, args=args)
         try:
             yield browser
         finally:
             await browser.close()
+    finally:
+        await pw.stop()

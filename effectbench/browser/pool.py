@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from effectbench.browser.launch import launch_chromium, require_playwright
+from effectbench.browser.launch import launch_chromium, start_playwright
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright
@@ -66,10 +66,7 @@ class BrowserPool:
     async def start(self) -> None:
         if self._playwright is not None:
             raise RuntimeError("BrowserPool.start() called twice; call stop() first")
-        require_playwright()
-        from playwright.async_api import async_playwright
-
-        self._playwright = await async_playwright().start()
+        self._playwright = await start_playwright()
         try:
             for _ in range(self._size):
                 browser = await launch_chromium(self._playwright, executable=self._executable)
