@@ -5,7 +5,6 @@ stored by hash and checked by verify, and --screenshots controlling what is kept
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -20,24 +19,28 @@ from effectbench.schema import load_event_schema
 from effectbench.verify import verify_run
 
 # 180 browser episodes cost ~90 CPU s (docs/performance.md); on a shared machine the
-# module's first test, which builds the run, needs far more than the default limit.
-pytestmark = [pytest.mark.xdist_group("browser"), pytest.mark.timeout(600)]
+# end-to-end test needs far more than the default limit.
+pytestmark = pytest.mark.timeout(600)
 ARMS = ["browser_screen_only", "browser_effect_verified"]
 
 
-@pytest.fixture(scope="module")
-def run16(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The full anchor (10 trials, 180 browser episodes) at concurrency 16."""
-    out = tmp_path_factory.mktemp("browser") / "c16"
-    evaluate(ARMS, trials=10, concurrency=16, out=out)
-    yield out
+def test_the_browser_anchor_end_to_end(tmp_path: Path) -> None:
+    """One run of the full anchor (10 trials, 180 browser episodes) at concurrency 16,
+    checked every way: it is the expensive part, so it is built exactly once (a
+    module-scoped fixture is rebuilt whenever xdist interleaves another module)."""
+    run16 = tmp_path / "c16"
+    evaluate(ARMS, trials=10, concurrency=16, out=run16)
+    _pinned_figures(run16)
+    _concurrency_1_gives_the_labels_of_concurrency_16(run16, tmp_path)
+    _screenshots_are_stored_once_by_hash_and_logged_in_order(run16)
+    _verify_names_a_screenshot_edited_after_the_run(run16, tmp_path)
 
 
 def _rate(block: dict[str, object]) -> tuple[object, object]:
     return block["numerator"], block["denominator"]
 
 
-def test_browser_arms_reproduce_the_pinned_figures(run16: Path) -> None:
+def _pinned_figures(run16: Path) -> None:
     metrics = orjson.loads((run16 / "metrics.json").read_bytes())
     so, ev_ = metrics["arms"]["browser_screen_only"], metrics["arms"]["browser_effect_verified"]
     assert _rate(so["swer"]) == (50, 90)
@@ -54,7 +57,7 @@ def test_browser_arms_reproduce_the_pinned_figures(run16: Path) -> None:
     assert all(r["failure_class"] is None for r in rows.values())  # type: ignore[index]
 
 
-def test_concurrency_1_gives_the_labels_of_concurrency_16(run16: Path, tmp_path: Path) -> None:
+def _concurrency_1_gives_the_labels_of_concurrency_16(run16: Path, tmp_path: Path) -> None:
     one = evaluate(ARMS, trials=1, concurrency=1, out=tmp_path / "c1", screenshots="none")
     r1, m1 = load_run(one.run_dir)
     r16, _ = load_run(run16)
@@ -67,7 +70,7 @@ def test_concurrency_1_gives_the_labels_of_concurrency_16(run16: Path, tmp_path:
     assert b'"episode.screenshot"' not in (one.run_dir / "events.jsonl").read_bytes()
 
 
-def test_screenshots_are_stored_once_by_hash_and_logged_in_order(run16: Path) -> None:
+def _screenshots_are_stored_once_by_hash_and_logged_in_order(run16: Path) -> None:
     schema = load_event_schema()
     shots: dict[str, list[str]] = {}
     order: dict[str, list[str]] = {}
@@ -87,7 +90,7 @@ def test_screenshots_are_stored_once_by_hash_and_logged_in_order(run16: Path) ->
     assert verify_run(run16).ok
 
 
-def test_verify_names_a_screenshot_edited_after_the_run(run16: Path, tmp_path: Path) -> None:
+def _verify_names_a_screenshot_edited_after_the_run(run16: Path, tmp_path: Path) -> None:
     copy = tmp_path / "edited"
     shutil.copytree(run16, copy)
     victim = min((copy / BLOB_DIR).iterdir())
