@@ -124,6 +124,19 @@ def _resolve_arms(
     return out, refs
 
 
+def _check_browser(arms: Mapping[str, Arm]) -> None:
+    """Before anything is written: a browser arm needs Playwright and a Chromium."""
+    from effectbench.browser import BrowserUnavailable, check_browser, uses_browser
+
+    needing = sorted(name for name, arm in arms.items() if uses_browser(arm))
+    if not needing:
+        return
+    try:
+        check_browser()
+    except BrowserUnavailable as exc:
+        raise RunError(f"arm {', '.join(needing)} drives a browser: {exc}") from None
+
+
 def _run_id(plan: Plan) -> str:
     now = _dt.datetime.now(_dt.UTC)
     return f"{now:%Y%m%dT%H%M%SZ}-{plan.plan_hash[:8]}"
@@ -177,6 +190,7 @@ async def execute(
     oracle_backoff: float = 0.05,
     provider_timeout: float = 60.0,
     force: bool = False,
+    screenshots: str = "all",
     handle_signals: bool = False,
     observer: Observer | None = None,
     registry: Any = None,
@@ -200,6 +214,7 @@ async def execute(
             oracle_backoff=oracle_backoff,
             provider_timeout=provider_timeout,
             handle_signals=handle_signals,
+            screenshots=screenshots,  # type: ignore[arg-type]  # validated here
         )
     except ValueError as exc:
         raise RunError(str(exc)) from None
@@ -243,6 +258,7 @@ async def execute(
         provider if provider is not None else DEFAULT_PROVIDER, registry
     )
     arm_map, arm_refs_used = _resolve_arms(arms if arms is not None else DEFAULT_ARMS, registry)
+    _check_browser(arm_map)
     try:
         tasks = list(prov.tasks())
     except Exception as exc:  # noqa: BLE001 - third-party code; reported as one line

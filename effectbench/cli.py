@@ -166,6 +166,13 @@ def _given(ctx: click.Context, name: str) -> bool:
     metavar="S",
     help="Seconds one provisioning or one oracle read may take.",
 )
+@click.option(
+    "--screenshots",
+    type=click.Choice(["none", "final", "all"]),
+    default="all",
+    show_default=True,
+    help="Screenshots kept as evidence: none, each episode's final one, or all.",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -182,6 +189,7 @@ def run(
     episode_timeout: float | None,
     oracle_retries: int,
     provider_timeout: float,
+    screenshots: str,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -220,6 +228,7 @@ def run(
         episode_timeout=episode_timeout,
         oracle_retries=oracle_retries,
         provider_timeout=provider_timeout,
+        screenshots=screenshots,
         force=force,
         report=not no_report,
         **kwargs,

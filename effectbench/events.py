@@ -96,6 +96,19 @@ class ArmAction:
 
 
 @attrs.frozen
+class ArmScreenshot:
+    """A screenshot the arm recorded, stored once at ``path`` (``blobs/sha256/<sha256>.png``
+    under the run directory); the hash here puts the image under the chain."""
+
+    TYPE = "episode.screenshot"
+    sha256: str
+    path: str
+    bytes: int
+    media_type: str
+    label: str
+
+
+@attrs.frozen
 class ArmTelemetry:
     """Model usage; each field None when the arm gave no source for it."""
 
@@ -155,6 +168,7 @@ EVENT_TYPES: Final[Mapping[str, type]] = {
         PreSnapshot,
         ArmStarted,
         ArmAction,
+        ArmScreenshot,
         ArmTelemetry,
         Reported,
         PostRead,

@@ -28,7 +28,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -41,6 +41,7 @@ from effectbench.codec import converter
 from effectbench.events import (
     TERMINAL_TYPES,
     ArmAction,
+    ArmScreenshot,
     ArmStarted,
     ArmTelemetry,
     EpisodeAbandoned,
@@ -58,13 +59,18 @@ from effectbench.events import (
 from effectbench.model import AgentReport, FailureClass, Snapshot
 from effectbench.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.provider import (
+    SCREENSHOT_POLICIES,
     BenchmarkProvider,
     ModelCall,
     Oracle,
     ProvisionedEpisode,
+    ScreenshotPolicy,
     SkipEpisode,
     Telemetry,
 )
+
+if TYPE_CHECKING:
+    from effectbench.browser import BrowserPool, EpisodeBrowser
 
 log = structlog.get_logger("effectbench.scheduler")
 
@@ -93,6 +99,10 @@ class SchedulerOptions:
     holding a concurrency slot for ever."""
     handle_signals: bool = False
     """Stop gracefully on SIGINT/SIGTERM (only from the main thread; the CLI sets it)."""
+    screenshots: ScreenshotPolicy = "all"
+    """Which screenshots arms record are kept: none, an episode's final one, or all."""
+    browsers: int | None = None
+    """Chromium processes for browser arms (None: ``default_browsers(concurrency)``)."""
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
@@ -106,6 +116,10 @@ class SchedulerOptions:
         ):
             raise ValueError(
                 f"--episode-timeout must be a finite, positive number of seconds, got {self.episode_timeout}"
+            )
+        if self.screenshots not in SCREENSHOT_POLICIES:
+            raise ValueError(
+                f"--screenshots must be one of {', '.join(SCREENSHOT_POLICIES)}, got {self.screenshots!r}"
             )
         if not (self.provider_timeout > 0 and math.isfinite(self.provider_timeout)):
             raise ValueError(
@@ -249,6 +263,12 @@ def _telemetry_data(calls: Sequence[ModelCall], n_actions: int) -> dict[str, Any
     }
 
 
+def _store_screenshot(run_dir: Path, png: Any, label: Any) -> dict[str, Any]:
+    from effectbench.evidence import screenshot_event
+
+    return screenshot_event(run_dir, bytes(png), str(label))
+
+
 def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
     """An action's detail as JSON scalars; anything else becomes its repr, so one odd
     value from an arm cannot break the log writer."""
@@ -359,6 +379,10 @@ class Scheduler:
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
         self._all_started = False
+        from effectbench.browser import uses_browser
+
+        self._browser_arms = frozenset(n for n, a in arms.items() if uses_browser(a))
+        self._browsers: BrowserPool | None = None
 
     @property
     def log_path(self) -> Path:
@@ -490,7 +514,45 @@ class Scheduler:
                     work.cancel()
                 # later signals: already stopping; keep the handler so the log closes cleanly
 
+    async def _start_browsers(self) -> bool:
+        """Start the run's browsers when an arm needs one; False (and the run's start
+        error set) when they cannot start."""
+        if not self._browser_arms:
+            return True
+        from effectbench.browser import BrowserPool, default_browsers
+
+        pool = BrowserPool(
+            browsers=self.options.browsers or default_browsers(self.options.concurrency)
+        )
+        try:
+            await pool.start()
+        except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
+            self._start_error = ProviderStartError(
+                f"the browser for arm {', '.join(sorted(self._browser_arms))} failed to start: "
+                f"{exc}; nothing ran. Fix it, then continue with: "
+                f"effectbench run --resume {self.run_dir}"
+            )
+            return False
+        self._browsers = pool
+        return True
+
+    async def _stop_browsers(self) -> None:
+        pool, self._browsers = self._browsers, None
+        if pool is not None:
+            try:
+                await pool.stop()
+            except Exception as exc:  # noqa: BLE001 - must not hide the run's own result
+                log.error("browser.stop_failed", error=_one_line(exc))
+
     async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
+        if not await self._start_browsers():
+            return
+        try:
+            await self._run_provider(pending)
+        finally:
+            await self._stop_browsers()
+
+    async def _run_provider(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
             await self.provider.start()
         except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
@@ -561,8 +623,14 @@ class Scheduler:
         outcome = EpisodeOutcome(spec, FailureClass.UNKNOWN)
         failure: _Episode | None = None
         provisioned: ProvisionedEpisode | None = None
+        browser: EpisodeBrowser | None = None
         try:
             provisioned = await self._provision(spec)
+            if spec.arm in self._browser_arms:
+                browser = await self._open_browser(spec)
+                provisioned = attrs.evolve(
+                    provisioned, env=attrs.evolve(provisioned.env, browser=browser.page)
+                )
             outcome = await self._drive(spec, provisioned)
         except _Episode as exc:
             failure = exc
@@ -572,6 +640,10 @@ class Scheduler:
         except Exception as exc:  # noqa: BLE001 - a harness fault: never stop the run for it
             failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
         finally:
+            if browser is not None:  # the context goes first: its page talks to the product
+                browser_error = await self._close_browser(browser)
+                if browser_error is not None and failure is None:
+                    failure = _Episode(FailureClass.ENVIRONMENT, "browser", browser_error)
             if provisioned is not None:
                 teardown_error = await self._teardown(provisioned)
                 if teardown_error is not None and failure is None:
@@ -623,6 +695,57 @@ class Scheduler:
             spec.episode_id,
         )
         return provisioned
+
+    async def _open_browser(self, spec: EpisodeSpec) -> EpisodeBrowser:
+        """A fresh browser context and page for this episode (an environment failure when
+        the browser cannot give one)."""
+        pool = self._browsers
+        assert pool is not None
+        limit = self.options.provider_timeout
+        opened: EpisodeBrowser | None = None
+        try:
+            with anyio.move_on_after(limit):
+                opened = await pool.open()
+        except Exception as exc:
+            raise _Episode(FailureClass.ENVIRONMENT, "browser", _one_line(exc)) from exc
+        if opened is None:
+            raise _Episode(
+                FailureClass.ENVIRONMENT, "browser", f"no browser page within {limit:g}s"
+            )
+        return opened
+
+    async def _close_browser(self, browser: EpisodeBrowser) -> str | None:
+        """Always runs, even when the arm failed, timed out or the run is being cancelled."""
+        try:
+            await browser.close()
+        except Exception as exc:  # noqa: BLE001 - the browser's failure, not the arm's
+            return _one_line(exc)
+        return None
+
+    async def _emit_telemetry(self, telemetry: Telemetry, ep: str) -> None:
+        """Actions, with the screenshots kept by ``--screenshots`` in between, in order."""
+        emit = self._emit
+        assert emit is not None
+        shots = list(telemetry.screenshots)
+        if self.options.screenshots == "none":
+            shots = []
+        elif self.options.screenshots == "final":
+            shots = shots[-1:]
+        actions = list(telemetry.actions)
+        for i in range(len(actions) + 1):
+            for shot in shots:
+                if shot.after == i or (i == len(actions) and shot.after > i):
+                    data = await anyio.to_thread.run_sync(
+                        _store_screenshot, self.run_dir, shot.png, shot.label
+                    )
+                    await emit(ArmScreenshot.TYPE, data, ep)
+            if i < len(actions):
+                action = actions[i]
+                await emit(
+                    ArmAction.TYPE,
+                    {"kind": str(action.kind), "detail": _json_safe(action.detail)},
+                    ep,
+                )
 
     async def _teardown(self, provisioned: ProvisionedEpisode) -> str | None:
         """Always runs, even when the run is being cancelled; bounded by teardown_timeout."""
@@ -680,6 +803,7 @@ class Scheduler:
         arm = self.arms[spec.arm]
         env = provisioned.env
         telemetry: Telemetry = env.telemetry
+        telemetry.screenshot_policy = self.options.screenshots
         view = TaskView.of(
             spec.task, spec.trial, episode_id=ep, params=spec.params, effect=spec.effect
         )
@@ -705,10 +829,7 @@ class Scheduler:
         if arm_error is None and not isinstance(report, AgentReport):
             arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"
 
-        for action in list(telemetry.actions):
-            await emit(
-                ArmAction.TYPE, {"kind": str(action.kind), "detail": _json_safe(action.detail)}, ep
-            )
+        await self._emit_telemetry(telemetry, ep)
         await emit(
             ArmTelemetry.TYPE,
             _telemetry_data(list(telemetry.model_calls), len(telemetry.actions)),

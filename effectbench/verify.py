@@ -201,7 +201,8 @@ def _plan_checks(
 
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
     from effectbench.codec import converter
-    from effectbench.events import TERMINAL_TYPES
+    from effectbench.events import TERMINAL_TYPES, ArmScreenshot
+    from effectbench.evidence import check_blob
     from effectbench.log import LogCorrupt, LogError, read_log
     from effectbench.plan import episode_id, hash_identity, pack_fingerprint
 
@@ -233,9 +234,18 @@ def _plan_checks(
             reasons.add(source, "no run.started event: the log does not carry its plan")
             return
         terminated: set[str] = set()
+        blobs: dict[tuple[str, str], str | None] = {}
         for ev in events:
             if ev.type in TERMINAL_TYPES and ev.ep is not None:
                 terminated.add(ev.ep)
+                continue
+            if ev.type == ArmScreenshot.TYPE:  # one image is hashed once, however often cited
+                cited = (str(ev.data.get("sha256")), str(ev.data.get("path")))
+                if cited not in blobs:
+                    blobs[cited] = check_blob(run_dir, ev.data)
+                why = blobs[cited]
+                if why is not None:
+                    reasons.add(source, f"event #{ev.seq} ({ev.ep}): screenshot {why}")
                 continue
             if ev.type != "episode.planned":
                 continue

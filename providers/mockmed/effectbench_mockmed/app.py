@@ -8,6 +8,7 @@ Routes (relative to ``/e/<token>/``):
 
 - ``GET  ``                 the encounter form
 - ``POST encounters``       form submit; answers with a page carrying the save banner
+- ``GET  records``          the chart's encounters as a page (what a person checks after saving)
 - ``GET  api/encounters``   JSON readback of every encounter (the product's own read path)
 - ``POST api/encounters``   JSON write, same backend and same fault as the form
 """
@@ -28,7 +29,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from effectbench_mockmed.faults import Fault
-from effectbench_mockmed.store import EncounterStore, Submission
+from effectbench_mockmed.store import TABLE, EncounterStore, Submission
 
 ENCOUNTER_TYPES: Final[tuple[str, ...]] = ("Triage", "Urgent", "Follow-up")
 STATUSES: Final[tuple[str, ...]] = ("submitted", "draft")
@@ -90,10 +91,24 @@ def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outc
     return Outcome(fault.banner_saved, fault.status, fault.message, fault.hang_s)
 
 
-def _page(body: str, status: int = 200) -> HTMLResponse:
+_STYLE: Final = (
+    "<style>body{font:16px/1.4 sans-serif;margin:24px;max-width:720px;color:#1b1b1b}"
+    "h1{font-size:22px}label{display:block;margin:10px 0 4px;font-weight:600}"
+    "select,textarea,input{font:inherit;width:100%;box-sizing:border-box;padding:6px}"
+    "textarea{height:80px}button{font:inherit;margin-top:14px;padding:8px 20px}"
+    "#banner{padding:10px 14px;margin:12px 0;border-radius:4px;font-weight:600}"
+    "#banner.saved{background:#dff3e3;color:#14532d;border:1px solid #4caf50}"
+    "#banner.error{background:#fde2e2;color:#7f1d1d;border:1px solid #e53935}"
+    "table{border-collapse:collapse;width:100%}td,th{border:1px solid #bbb;padding:4px 8px;"
+    "text-align:left}nav{margin:8px 0 16px}</style>"
+)
+_NAV: Final = "<nav><a href='./'>New encounter</a> | <a href='records'>Chart records</a></nav>"
+
+
+def _page(body: str, status: int = 200, title: str = "MockMed") -> HTMLResponse:
     doc = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>MockMed</title></head>"
-        f"<body><h1>MockMed encounters</h1>{body}</body></html>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"{_STYLE}</head><body><h1>MockMed encounters</h1>{_NAV}{body}</body></html>"
     )
     return HTMLResponse(doc, status_code=status)
 
@@ -130,9 +145,28 @@ def _form(store: EncounterStore) -> str:
         f"<label>Patient <select name='patient_id'>{patients}</select></label>"
         f"<label>Type <select name='type'>{kinds}</select></label>{statuses}"
         "<label>Note <textarea name='note'></textarea></label>"
-        "<input type='hidden' name='key' value=''>"
+        "<label>Referral reference <input type='text' name='key' value=''></label>"
         "<button type='submit'>Save</button></form>"
     )
+
+
+def _cell(column: str, value: object) -> str:
+    """One field of a record; a missing value is marked, so it never reads as empty text."""
+    if value is None:
+        return f"<td data-field='{column}' data-null='1'></td>"
+    num = " data-num='1'" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+    return f"<td data-field='{column}'{num}>{html.escape(str(value))}</td>"
+
+
+def _records(store: EncounterStore) -> str:
+    """Every encounter of the chart, one row each, as the product stores it."""
+    cols = store.schema.columns[TABLE]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join(
+        "<tr>" + "".join(_cell(c, row.get(c)) for c in cols) + "</tr>" for row in store.rows()
+    )
+    empty = "" if body else "<p id='no-records'>No encounters recorded.</p>"
+    return f"<h2>Chart records</h2><table id='records' data-table='{TABLE}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{empty}"
 
 
 def _banner(outcome: Outcome) -> str:
@@ -197,6 +231,12 @@ def build_app(episodes: Episodes) -> Starlette:
             await anyio.sleep(outcome.delay_s)
         return page
 
+    async def records_page(request: Request) -> Response:
+        state = _state(request, episodes)
+        if state is None:
+            return _not_found()
+        return _page(_records(state.store), title="MockMed chart records")
+
     async def api_read(request: Request) -> Response:
         state = _state(request, episodes)
         if state is None:
@@ -231,6 +271,7 @@ def build_app(episodes: Episodes) -> Starlette:
         routes=[
             Route("/e/{token}/", form_page, methods=["GET"]),
             Route("/e/{token}/encounters", form_submit, methods=["POST"]),
+            Route("/e/{token}/records", records_page, methods=["GET"]),
             Route("/e/{token}/api/encounters", api_read, methods=["GET"]),
             Route("/e/{token}/api/encounters", api_write, methods=["POST"]),
         ]
