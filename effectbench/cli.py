@@ -166,6 +166,12 @@ def _given(ctx: click.Context, name: str) -> bool:
     metavar="S",
     help="Seconds one provisioning or one oracle read may take.",
 )
+@click.option(
+    "--pg-dsn",
+    metavar="DSN",
+    help="PostgreSQL server for providers that use one (the role needs CREATEDB and "
+    "CREATEROLE). [default: $EFFECTBENCH_PG_DSN, else a server the harness starts]",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -182,6 +188,7 @@ def run(
     episode_timeout: float | None,
     oracle_retries: int,
     provider_timeout: float,
+    pg_dsn: str | None,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -222,6 +229,7 @@ def run(
         provider_timeout=provider_timeout,
         force=force,
         report=not no_report,
+        provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
         **kwargs,
     )
 

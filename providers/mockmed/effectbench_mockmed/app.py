@@ -15,8 +15,9 @@ Routes (relative to ``/e/<token>/``):
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
-from typing import Final
+import inspect
+from collections.abc import Awaitable, Mapping
+from typing import Final, Protocol, TypeVar
 from urllib.parse import parse_qsl
 
 import anyio
@@ -27,18 +28,45 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from effectbench.model import JSONScalar
 from effectbench_mockmed.faults import Fault
-from effectbench_mockmed.store import EncounterStore, Submission
+from effectbench_mockmed.store import StoreSchema, Submission
 
 ENCOUNTER_TYPES: Final[tuple[str, ...]] = ("Triage", "Urgent", "Follow-up")
 STATUSES: Final[tuple[str, ...]] = ("submitted", "draft")
 PATIENTS: Final[Mapping[str, str]] = {"p1": "Ada Moreau (referred)", "p2": "Ada Morel"}
 MAX_BODY: Final = 64 * 1024
 
+_T = TypeVar("_T")
+_Rows = list[dict[str, JSONScalar]]
+
+
+class Store(Protocol):
+    """What the app needs of a store: SQLite's answers at once, PostgreSQL's are awaited."""
+
+    @property
+    def schema(self) -> StoreSchema: ...
+
+    def write(self, sub: Submission, fault: Fault) -> int | Awaitable[int]: ...
+
+    def knows_patient(self, patient_id: str) -> bool | Awaitable[bool]: ...
+
+    def patients(self) -> _Rows | Awaitable[_Rows]: ...
+
+    def rows(self) -> _Rows | Awaitable[_Rows]: ...
+
+
+async def _value(result: _T | Awaitable[_T]) -> _T:
+    """A synchronous store's result as is (no await point: the SQLite path runs exactly
+    as before, uninterleaved); an asynchronous store's awaited."""
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
 
 @attrs.frozen
 class EpisodeState:
-    store: EncounterStore
+    store: Store
     fault: Fault
 
 
@@ -67,13 +95,13 @@ class Episodes:
         return self._by_token.get(token)
 
 
-def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outcome:
+async def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outcome:
     patient = values.get("patient_id", "").strip()
     kind = values.get("type", "").strip()
     if not patient or kind not in ENCOUNTER_TYPES:
         return Outcome(False, 422, "Choose a patient and an encounter type")
     store = state.store
-    if not store.knows_patient(patient):
+    if not await _value(store.knows_patient(patient)):
         return Outcome(False, 422, "No chart with that patient id")
     status: str | None = None
     if store.schema.has_status:
@@ -86,7 +114,7 @@ def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outc
     sub = Submission(
         patient, kind, values.get("note", ""), values.get("key") or None, source, status
     )
-    store.write(sub, fault)
+    await _value(store.write(sub, fault))
     return Outcome(fault.banner_saved, fault.status, fault.message, fault.hang_s)
 
 
@@ -98,8 +126,7 @@ def _page(body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(doc, status_code=status)
 
 
-def _patient_options(store: EncounterStore) -> str:
-    charts = store.patients()
+def _patient_options(charts: _Rows) -> str:
     if not charts:
         return "".join(
             f"<option value='{k}'>{html.escape(v)}</option>" for k, v in PATIENTS.items()
@@ -115,8 +142,8 @@ def _patient_options(store: EncounterStore) -> str:
     return "".join(out)
 
 
-def _form(store: EncounterStore) -> str:
-    patients = _patient_options(store)
+def _form(store: Store, charts: _Rows) -> str:
+    patients = _patient_options(charts)
     kinds = "".join(f"<option>{t}</option>" for t in ENCOUNTER_TYPES)
     statuses = (
         "<label>Status <select name='status'>"
@@ -179,7 +206,7 @@ def build_app(episodes: Episodes) -> Starlette:
         state = _state(request, episodes)
         if state is None:
             return _not_found()
-        return _page(_form(state.store))
+        return _page(_form(state.store, await _value(state.store.patients())))
 
     async def form_submit(request: Request) -> Response:
         got = await _submission(request, episodes)
@@ -189,8 +216,9 @@ def build_app(episodes: Episodes) -> Starlette:
         if body is None:
             return _page(_banner(Outcome(False, 413, "The form is too large")), 413)
         values = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-        outcome = _submit(state, values, "ui")
-        page = _page(_banner(outcome) + _form(state.store), outcome.status)
+        outcome = await _submit(state, values, "ui")
+        charts = await _value(state.store.patients())
+        page = _page(_banner(outcome) + _form(state.store, charts), outcome.status)
         if outcome.delay_s > 0:
             # The commit is done; the store may be torn down while we stall, so the page
             # is rendered first.
@@ -202,7 +230,8 @@ def build_app(episodes: Episodes) -> Starlette:
         if state is None:
             return _not_found()
         return Response(
-            orjson.dumps({"encounters": state.store.rows()}), media_type="application/json"
+            orjson.dumps({"encounters": await _value(state.store.rows())}),
+            media_type="application/json",
         )
 
     async def api_write(request: Request) -> Response:
@@ -221,7 +250,7 @@ def build_app(episodes: Episodes) -> Starlette:
                 media_type="application/json",
             )
         values = {str(k): "" if v is None else str(v) for k, v in parsed.items()}
-        outcome = _submit(state, values, "api")
+        outcome = await _submit(state, values, "api")
         if outcome.delay_s > 0:
             await anyio.sleep(outcome.delay_s)
         payload = {"saved": outcome.saved, "message": outcome.message}
