@@ -39,6 +39,7 @@ import attrs
 
 if TYPE_CHECKING:
     import psycopg
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 DSN_ENV: Final = "EFFECTBENCH_PG_DSN"
 DIR_ENV: Final = "EFFECTBENCH_PG_DIR"
@@ -424,9 +425,8 @@ class PgRun:
         self.oracle_role = f"{NAME_PREFIX}{self.run_id}_ro"
         self._oracle_password = secrets.token_hex(16)
         self._admins: list[psycopg.AsyncConnection[tuple[object, ...]]] = []
-        self._free: anyio.abc.ObjectStream[int] | None = None
-        self._send: anyio.abc.ObjectSendStream[int] | None = None
-        self._recv: anyio.abc.ObjectReceiveStream[int] | None = None
+        self._send: MemoryObjectSendStream[int] | None = None
+        self._recv: MemoryObjectReceiveStream[int] | None = None
         self._count = 0
         self._live: set[str] = set()
 

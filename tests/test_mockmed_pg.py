@@ -87,8 +87,9 @@ def test_the_two_concurrency_faults_on_the_users_server(tmp_path: Path, pg_dsn: 
 async def test_the_lost_update_needs_read_committed(pg_dsn: str) -> None:
     """The same interleaving at REPEATABLE READ fails to serialize instead of losing the
     amendment: the fault is the product's isolation level, shown by a real server."""
-    from effectbench.pgserver import PgRun
     from effectbench_mockmed.pg_store import AMENDED_NOTE, PG_SCHEMA_DDL
+
+    from effectbench.pgserver import PgRun
 
     async def build(conn: object) -> None:
         await conn.execute(PG_SCHEMA_DDL)  # type: ignore[attr-defined]

@@ -101,7 +101,7 @@ async def test_a_killed_runs_databases_are_dropped_at_the_next_start_a_live_runs
     live = PgRun(pg_dsn)
     await live.open(_build)
     live_db = await live.clone()
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a real process, to be killed with SIGKILL
         [sys.executable, "-c", _HOLDER, pg_dsn],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

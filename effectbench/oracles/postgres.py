@@ -35,6 +35,7 @@ uuid, inet, anything else     the server's text form
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any, Final
@@ -175,10 +176,8 @@ class PostgresOracle:
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # a broken connection is being discarded
                 await conn.close()
-            except Exception:  # noqa: BLE001 - a broken connection is being discarded
-                pass
 
     async def close(self) -> None:
         """Release the connection; later reads report the store as unreadable."""

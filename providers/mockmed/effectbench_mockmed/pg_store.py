@@ -20,6 +20,7 @@ sleeping, so every trial is the same.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
@@ -295,8 +296,6 @@ class PgEncounterStore:
     async def close(self) -> None:
         for conn in (self._edit, self._conn):
             if conn is not None:
-                try:
+                with contextlib.suppress(Exception):  # teardown: the database is dropped next
                     await conn.close()
-                except Exception:  # noqa: BLE001 - closing on teardown; the database is dropped next
-                    pass
         self._edit = None
