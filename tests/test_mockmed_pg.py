@@ -143,11 +143,17 @@ async def test_provider_teardown_drops_each_episode_database(pg_dsn: str) -> Non
         ]
         await episode.teardown()
         await episode.teardown()  # idempotent
-        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
-            cur = await conn.execute(
-                "SELECT datname FROM pg_database WHERE datname LIKE %s", (f"eb_{run_id}_e%",)
-            )
-            assert await cur.fetchall() == []
+        # dropped in the background once its sessions have exited (bounded wait)
+        with anyio.fail_after(20):
+            async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+                while True:
+                    cur = await conn.execute(
+                        "SELECT datname FROM pg_database WHERE datname LIKE %s",
+                        (f"eb_{run_id}_e%",),
+                    )
+                    if await cur.fetchall() == []:
+                        break
+                    await anyio.sleep(0.01)
     finally:
         await provider.stop()
 

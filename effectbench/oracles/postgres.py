@@ -53,13 +53,10 @@ CONNECT_TIMEOUT_S: Final = 5
 
 _TABLES: Final = """
 SELECT n.nspname, c.relname,
-       ARRAY(SELECT a.attname::text FROM pg_attribute a
-             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-             ORDER BY a.attnum),
-       ARRAY(SELECT a.attname::text
-             FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(num, ord)
-             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.num
-             WHERE i.indrelid = c.oid AND i.indisprimary ORDER BY k.ord)
+       (SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
+        FROM pg_index i JOIN pg_attribute a
+          ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
+        WHERE i.indrelid = c.oid AND i.indisprimary)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
   AND (%(schemas)s::text[] IS NULL AND n.nspname <> ALL(%(system)s::text[])
@@ -67,7 +64,6 @@ WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
        OR n.nspname = ANY(%(schemas)s::text[]))
 ORDER BY n.nspname, c.relname
 """
-
 
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
@@ -189,11 +185,11 @@ async def _read_all(conn: Any, schemas: list[str] | None) -> dict[str, tuple[Row
     cur = await conn.execute(_TABLES, {"schemas": schemas, "system": list(SYSTEM_SCHEMAS)})
     layout = await cur.fetchall()
     out: dict[str, tuple[Row, ...]] = {}
-    for schema, table, columns, pk in layout:
+    for schema, table, pk in layout:
         name = f"{quote_ident(schema)}.{quote_ident(table)}"
         order = ", ".join(quote_ident(c) for c in pk) if pk else 't::text COLLATE "C"'
         cur = await conn.execute(f"SELECT * FROM {name} AS t ORDER BY {order}")
-        cols = [d.name for d in cur.description] if cur.description else list(columns)
+        cols = [d.name for d in cur.description] if cur.description else []
         rows = await cur.fetchall()
         out[table_key(schema, table)] = tuple(
             {c: json_value(v) for c, v in zip(cols, r)} for r in rows

@@ -114,7 +114,7 @@ class _Episode:
             await self._session.close()
             await self._store.close()
             await self._oracle.close()
-            await self._running.run.drop(self._store.database)
+        self._running.run.release(self._store.database)
 
 
 class MockMedPgProvider:
