@@ -220,6 +220,7 @@ def old_server() -> Iterator[int]:
         yield int(listener.getsockname()[1])
     finally:
         stop.set()
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
         listener.close()
         thread.join(timeout=5)
 

@@ -206,3 +206,35 @@ async def test_check_server_names_what_is_missing(pg_dsn: str) -> None:
     with pytest.raises(PgConfigError, match="cannot connect to PostgreSQL") as caught:
         await check_server("postgresql://nobody:secret@127.0.0.1:1/x")
     assert "secret" not in str(caught.value)  # the password is never printed
+
+
+async def _exists(dsn: str, name: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        return await cur.fetchone() is not None
+
+
+@pytest.mark.anyio
+async def test_a_released_database_is_dropped_once_its_sessions_are_gone(pg_dsn: str) -> None:
+    run = PgRun(pg_dsn)
+    await run.open(_build)
+    held, kept = await run.clone(), await run.clone()
+    session = await psycopg.AsyncConnection.connect(run.dsn(held), autocommit=True)
+    free = await run.clone()
+    run.release(free)
+    run.release(held)  # its session is still open: the dropper waits for it
+    with anyio.fail_after(DEADLINE_S):
+        while await _exists(pg_dsn, free):
+            await anyio.sleep(0.01)
+    assert await _exists(pg_dsn, held)
+    assert (await (await session.execute("SELECT count(*) FROM t")).fetchone()) == (1,)
+    await session.close()
+    with anyio.fail_after(DEADLINE_S):
+        while await _exists(pg_dsn, held):
+            await anyio.sleep(0.01)
+    # close() drops what was never released, sessions or not
+    other = await psycopg.AsyncConnection.connect(run.dsn(kept), autocommit=True)
+    await run.close()
+    assert await _names(pg_dsn, run.run_id) == []
+    await other.close()
+    run.release("eb_after_close_e1")  # after close: a no-op, never an error
