@@ -37,24 +37,27 @@ CORES = os.cpu_count() or 1
 
 
 def server_cpu_s(postmaster: int) -> float:
-    """CPU seconds the server has used: the postmaster with its reaped backends
-    (cutime/cstime), plus its live children (checkpointer, walwriter, ...)."""
+    """CPU seconds the server has used: the postmaster's own and its reaped backends'
+    (cutime/cstime), plus its live children's (checkpointer, walwriter, open sessions).
+    Live processes are read from schedstat (ns): stat's 10 ms ticks would round a
+    short-lived backend to zero."""
     tick = os.sysconf("SC_CLK_TCK")
 
-    def fields(pid: int) -> list[str]:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    def on_cpu_s(pid: int) -> float:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
 
-    own = fields(postmaster)
-    total = sum(int(x) for x in own[11:15])
+    own = Path(f"/proc/{postmaster}/stat").read_text().rsplit(")", 1)[1].split()
+    total = (int(own[13]) + int(own[14])) / tick + on_cpu_s(postmaster)
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                f = fields(int(entry.name))
-            except (OSError, IndexError):
-                continue
-            if int(f[1]) == postmaster:
-                total += int(f[11]) + int(f[12])
-    return total / tick
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == postmaster:
+                total += on_cpu_s(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
 
 
 def run_once(

@@ -344,9 +344,13 @@ class EmbeddedServer:
                 f"{self.root} is too deep for the server's unix socket; set ${DIR_ENV} to a "
                 "shorter directory (e.g. /dev/shm/effectbench-pg)"
             )
-        directory.mkdir(mode=0o700)
-        lock = _locked(directory / "owner.lock")
+        # Made under a name reap_stale() ignores, locked, then renamed: another start
+        # never sees this directory unlocked (the lock stays with the open file).
+        staging = self.root / f".new-{directory.name}"
+        staging.mkdir(mode=0o700)
+        lock = _locked(staging / "owner.lock")
         assert lock is not None
+        staging.rename(directory)
         self.dir, self._lock = directory, lock
         try:
             self._user = _server_user()
