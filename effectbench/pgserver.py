@@ -58,6 +58,8 @@ NAME_PREFIX: Final = "eb_"
 _RUN_NAME = re.compile(r"^eb_([0-9a-z]+)_(?:tmpl|ro|e\d+)$")
 SOCKET_PATH_MAX: Final = 107
 """sun_path holds 108 bytes on Linux, one of them the terminating NUL."""
+DRAIN_TIMEOUT_S: Final = 5.0
+"""How long closing a run waits for released databases' sessions to exit by themselves."""
 ADMIN_POOL: Final = 4
 """Admin connections for concurrent CREATE/DROP DATABASE (each runs one at a time)."""
 SERVER_SETTINGS: Final[tuple[tuple[str, str], ...]] = (
@@ -555,7 +557,10 @@ class PgRun:
         if released is not None:
             released.close()
         if task is not None:
-            await asyncio.wait({task})
+            done, _ = await asyncio.wait({task}, timeout=DRAIN_TIMEOUT_S)
+            if not done:  # a session that never goes away: close() drops WITH (FORCE)
+                task.cancel()
+                await asyncio.wait({task})
             if not task.cancelled() and task.exception() is not None:
                 log.warning("pg.dropper_failed", error=_one_line(task.exception()))  # type: ignore[arg-type]
 
