@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, Final
@@ -106,9 +107,13 @@ def _array_element(value: Any) -> Any:
     return json_value(value)
 
 
-def _register_loaders(conn: Any) -> None:
-    """Map types to JSON scalars at load time, so arrays of them map the same way."""
-    from psycopg.adapt import Loader
+@functools.cache
+def _adapters() -> Any:
+    """The oracle's type mapping, built once; each connection starts from a copy.
+
+    Registered per type, so arrays of these types map their elements the same way."""
+    import psycopg
+    from psycopg.adapt import AdaptersMap, Loader
 
     class _Text(Loader):
         def load(self, data: Any) -> str:
@@ -124,12 +129,13 @@ def _register_loaders(conn: Any) -> None:
             raw = bytes.fromhex(bytes(data)[2:].decode("ascii"))
             return base64.b64encode(raw).decode("ascii")
 
-    adapters = conn.adapters
+    adapters = AdaptersMap(psycopg.adapters)
     for name in ("numeric", "json", "jsonb", "interval", "uuid", "inet", "cidr", "money"):
         adapters.register_loader(name, _Text)
     for name in ("timestamptz", "timestamp", "date", "time", "timetz"):
         adapters.register_loader(name, _DateTime)
     adapters.register_loader("bytea", _Bytea)
+    return adapters
 
 
 class PostgresOracle:
@@ -146,11 +152,13 @@ class PostgresOracle:
             import psycopg
 
             conn = await psycopg.AsyncConnection.connect(
-                self._dsn, options=SESSION_OPTIONS, connect_timeout=CONNECT_TIMEOUT_S
+                self._dsn,
+                options=SESSION_OPTIONS,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                context=_adapters(),
             )
             await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
             await conn.set_read_only(True)
-            _register_loaders(conn)
             self._conn = conn
         return self._conn
 
