@@ -548,7 +548,7 @@ class PgRun:
                     self._live.discard(name)
             waiting = [n for n in waiting if n in busy]
             if waiting:
-                await anyio.sleep(0.002)  # their sessions are exiting; look again shortly
+                await anyio.sleep(0.01)  # their sessions are exiting; look again shortly
 
     async def _finish_drops(self) -> None:
         """Stop taking releases and wait for the dropper to finish what it can."""
