@@ -10,7 +10,7 @@ Cases: both baseline arms at concurrency 1, 16 and 64, the median of --runs runs
 per-episode setup: the template clone alone, and clone + drop, serially (median ms).
 Target: >= 100 episodes/s at concurrency 16.
 
-    .venv/bin/python bench/postgres.py [--trials 20] [--runs 3] [--json PATH]
+    .venv/bin/python bench/postgres.py [--trials 10] [--runs 3] [--json PATH]
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ async def _setup_ms(dsn: str, n: int) -> dict[str, float]:
 
 def main() -> None:
     ap = parser(__doc__)
-    ap.add_argument("--trials", type=int, default=20, help="trials per task (9 tasks)")
+    ap.add_argument("--trials", type=int, default=10, help="trials per task (9 tasks)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     ap.add_argument(
         "--arms",
