@@ -277,3 +277,55 @@ def test_a_dsn_for_a_provider_without_postgres_is_refused(tmp_path: Path) -> Non
         "run", "--provider", "mockmed", "--pg-dsn", "postgresql:///x", "--out", str(out), cwd=tmp_path
     )
     _refused(proc, out, "provider 'mockmed' takes no --pg-dsn")
+
+
+def _lines(log: Path) -> int:
+    try:
+        return log.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.timeout(150)
+def test_a_killed_run_is_resumed_and_its_server_stopped_by_the_next_start(tmp_path: Path) -> None:
+    import shutil
+    import signal
+    import tempfile
+    import time
+
+    root = Path(tempfile.mkdtemp(prefix="ebk-", dir="/dev/shm"))  # short: the socket is in it
+    env = {**{k: v for k, v in os.environ.items() if k != "EFFECTBENCH_PG_DSN"}, "EFFECTBENCH_PG_DIR": str(root)}
+    out = tmp_path / "run"
+    try:
+        proc = subprocess.Popen(
+            [*EFFECTBENCH, "run", "--provider", "mockmed-pg", "--trials", "2",
+             "--concurrency", "2", "--out", str(out), "-q"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 60
+        while _lines(out / "events.jsonl") < 60:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run made no progress"
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+        (stale,) = root.glob("srv-*")
+        pid = int((stale / "data" / "postmaster.pid").read_text().split()[0])
+        assert _alive(pid)  # the kill left the server running, with the run's databases
+
+        resumed = _cli("run", "--resume", str(out), "-q", cwd=tmp_path, env={"EFFECTBENCH_PG_DIR": str(root)})
+        assert resumed.returncode == 0, resumed.stderr
+        assert not stale.exists() and not _alive(pid)  # reaped by the resumed run's start
+        assert list(root.glob("srv-*")) == []  # and the resumed run stopped its own
+        results = _results(out)
+        assert len(results) == 36 and all(r["failure_class"] is None for r in results)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
