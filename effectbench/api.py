@@ -196,12 +196,16 @@ async def execute(
     registry: Any = None,
     runs_root: str | os.PathLike[str] = "runs",
     report: bool = True,
+    provider_options: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
     effectbench.rundir.RunDirLost when the run directory was replaced or removed under
     the run: nothing of another run is ever returned as this one's. ``report``
-    False skips report.html."""
+    False skips report.html.
+
+    ``provider_options`` (e.g. ``{"pg-dsn": ...}`` from ``--pg-dsn``) go to the provider's
+    optional ``preflight``, which runs before anything is written (see ``_preflight``)."""
     if registry is None:
         from effectbench.registry import Registry
 
@@ -287,6 +291,7 @@ async def execute(
         arm_versions=arm_versions,
     )
 
+    await _preflight(prov, provider_options or {})
     if state is not None:
         run_dir = Path(resume)  # type: ignore[arg-type]
         if plan.plan_hash != state.plan_hash:
@@ -314,6 +319,26 @@ async def execute(
         return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
     metrics, summary = built[0]
     return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, False, outcome)
+
+
+async def _preflight(prov: BenchmarkProvider, options: Mapping[str, str]) -> None:
+    """Let a provider check its configuration before the run directory is touched, so a
+    bad one (an unreachable database, say) fails with one line and writes nothing.
+
+    The hook is optional: ``async def preflight(self, options) -> None``, raising with a
+    message for the user. A provider without it accepts no options.
+    """
+    check = getattr(prov, "preflight", None)
+    if check is None:
+        if options:
+            flags = ", ".join(f"--{k}" for k in sorted(options))
+            raise RunError(f"provider {prov.name!r} takes no {flags}; drop it")
+        return
+    try:
+        await check(dict(options))
+    except Exception as exc:  # noqa: BLE001 - third-party code; reported as one line
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise RunError(f"provider {prov.name!r} cannot run: {message}") from None
 
 
 def _as_list(arm: ArmLike | Sequence[ArmLike]) -> list[ArmLike]:

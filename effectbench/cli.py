@@ -173,6 +173,12 @@ def _given(ctx: click.Context, name: str) -> bool:
     show_default=True,
     help="Screenshots kept as evidence: none, each episode's final one, or all.",
 )
+@click.option(
+    "--pg-dsn",
+    metavar="DSN",
+    help="PostgreSQL server for providers that use one (the role needs CREATEDB and "
+    "CREATEROLE). [default: $EFFECTBENCH_PG_DSN, else a server the harness starts]",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -190,6 +196,7 @@ def run(
     oracle_retries: int,
     provider_timeout: float,
     screenshots: str,
+    pg_dsn: str | None,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -231,6 +238,7 @@ def run(
         screenshots=screenshots,
         force=force,
         report=not no_report,
+        provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
         **kwargs,
     )
 

@@ -152,6 +152,10 @@ class BenchmarkProvider(Protocol):
     Lifecycle: ``start`` once per run (shared resources such as a server), then
     ``provision`` per episode, then ``stop``. Tasks are a pure property of the
     provider and its version, so a run's plan can be fingerprinted and resumed.
+
+    Optional: ``async def preflight(self, options: Mapping[str, str]) -> None``, called
+    before the run directory is created with the run's provider options (``--pg-dsn``
+    arrives as ``{"pg-dsn": ...}``); what it raises is shown to the user as one line.
     """
 
     name: str

@@ -16,8 +16,9 @@ Routes (relative to ``/e/<token>/``):
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
-from typing import Final
+import inspect
+from collections.abc import Awaitable, Mapping
+from typing import Final, Protocol, TypeVar
 from urllib.parse import parse_qsl
 
 import anyio
@@ -28,18 +29,45 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from effectbench.model import JSONScalar
 from effectbench_mockmed.faults import Fault
-from effectbench_mockmed.store import TABLE, EncounterStore, Submission
+from effectbench_mockmed.store import TABLE, StoreSchema, Submission
 
 ENCOUNTER_TYPES: Final[tuple[str, ...]] = ("Triage", "Urgent", "Follow-up")
 STATUSES: Final[tuple[str, ...]] = ("submitted", "draft")
 PATIENTS: Final[Mapping[str, str]] = {"p1": "Ada Moreau (referred)", "p2": "Ada Morel"}
 MAX_BODY: Final = 64 * 1024
 
+_T = TypeVar("_T")
+_Rows = list[dict[str, JSONScalar]]
+
+
+class Store(Protocol):
+    """What the app needs of a store: SQLite's answers at once, PostgreSQL's are awaited."""
+
+    @property
+    def schema(self) -> StoreSchema: ...
+
+    def write(self, sub: Submission, fault: Fault) -> int | Awaitable[int]: ...
+
+    def knows_patient(self, patient_id: str) -> bool | Awaitable[bool]: ...
+
+    def patients(self) -> _Rows | Awaitable[_Rows]: ...
+
+    def rows(self) -> _Rows | Awaitable[_Rows]: ...
+
+
+async def _value(result: _T | Awaitable[_T]) -> _T:
+    """A synchronous store's result as is (no await point: the SQLite path runs exactly
+    as before, uninterleaved); an asynchronous store's awaited."""
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
 
 @attrs.frozen
 class EpisodeState:
-    store: EncounterStore
+    store: Store
     fault: Fault
 
 
@@ -68,13 +96,13 @@ class Episodes:
         return self._by_token.get(token)
 
 
-def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outcome:
+async def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outcome:
     patient = values.get("patient_id", "").strip()
     kind = values.get("type", "").strip()
     if not patient or kind not in ENCOUNTER_TYPES:
         return Outcome(False, 422, "Choose a patient and an encounter type")
     store = state.store
-    if not store.knows_patient(patient):
+    if not await _value(store.knows_patient(patient)):
         return Outcome(False, 422, "No chart with that patient id")
     status: str | None = None
     if store.schema.has_status:
@@ -87,7 +115,7 @@ def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outc
     sub = Submission(
         patient, kind, values.get("note", ""), values.get("key") or None, source, status
     )
-    store.write(sub, fault)
+    await _value(store.write(sub, fault))
     return Outcome(fault.banner_saved, fault.status, fault.message, fault.hang_s)
 
 
@@ -113,8 +141,7 @@ def _page(body: str, status: int = 200, title: str = "MockMed") -> HTMLResponse:
     return HTMLResponse(doc, status_code=status)
 
 
-def _patient_options(store: EncounterStore) -> str:
-    charts = store.patients()
+def _patient_options(charts: _Rows) -> str:
     if not charts:
         return "".join(
             f"<option value='{k}'>{html.escape(v)}</option>" for k, v in PATIENTS.items()
@@ -130,8 +157,8 @@ def _patient_options(store: EncounterStore) -> str:
     return "".join(out)
 
 
-def _form(store: EncounterStore) -> str:
-    patients = _patient_options(store)
+def _form(store: Store, charts: _Rows) -> str:
+    patients = _patient_options(charts)
     kinds = "".join(f"<option>{t}</option>" for t in ENCOUNTER_TYPES)
     statuses = (
         "<label>Status <select name='status'>"
@@ -158,12 +185,12 @@ def _cell(column: str, value: object) -> str:
     return f"<td data-field='{column}'{num}>{html.escape(str(value))}</td>"
 
 
-def _records(store: EncounterStore) -> str:
+def _records(schema: StoreSchema, rows: _Rows) -> str:
     """Every encounter of the chart, one row each, as the product stores it."""
-    cols = store.schema.columns[TABLE]
+    cols = schema.columns[TABLE]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(_cell(c, row.get(c)) for c in cols) + "</tr>" for row in store.rows()
+        "<tr>" + "".join(_cell(c, row.get(c)) for c in cols) + "</tr>" for row in rows
     )
     empty = "" if body else "<p id='no-records'>No encounters recorded.</p>"
     return f"<h2>Chart records</h2><table id='records' data-table='{TABLE}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{empty}"
@@ -213,7 +240,7 @@ def build_app(episodes: Episodes) -> Starlette:
         state = _state(request, episodes)
         if state is None:
             return _not_found()
-        return _page(_form(state.store))
+        return _page(_form(state.store, await _value(state.store.patients())))
 
     async def form_submit(request: Request) -> Response:
         got = await _submission(request, episodes)
@@ -223,8 +250,9 @@ def build_app(episodes: Episodes) -> Starlette:
         if body is None:
             return _page(_banner(Outcome(False, 413, "The form is too large")), 413)
         values = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-        outcome = _submit(state, values, "ui")
-        page = _page(_banner(outcome) + _form(state.store), outcome.status)
+        outcome = await _submit(state, values, "ui")
+        charts = await _value(state.store.patients())
+        page = _page(_banner(outcome) + _form(state.store, charts), outcome.status)
         if outcome.delay_s > 0:
             # The commit is done; the store may be torn down while we stall, so the page
             # is rendered first.
@@ -235,14 +263,16 @@ def build_app(episodes: Episodes) -> Starlette:
         state = _state(request, episodes)
         if state is None:
             return _not_found()
-        return _page(_records(state.store), title="MockMed chart records")
+        rows = await _value(state.store.rows())
+        return _page(_records(state.store.schema, rows), title="MockMed chart records")
 
     async def api_read(request: Request) -> Response:
         state = _state(request, episodes)
         if state is None:
             return _not_found()
         return Response(
-            orjson.dumps({"encounters": state.store.rows()}), media_type="application/json"
+            orjson.dumps({"encounters": await _value(state.store.rows())}),
+            media_type="application/json",
         )
 
     async def api_write(request: Request) -> Response:
@@ -261,7 +291,7 @@ def build_app(episodes: Episodes) -> Starlette:
                 media_type="application/json",
             )
         values = {str(k): "" if v is None else str(v) for k, v in parsed.items()}
-        outcome = _submit(state, values, "api")
+        outcome = await _submit(state, values, "api")
         if outcome.delay_s > 0:
             await anyio.sleep(outcome.delay_s)
         payload = {"saved": outcome.saved, "message": outcome.message}
