@@ -125,6 +125,39 @@ def _resolve_arms(
     return out, refs
 
 
+def _apply_isolation(arms: dict[str, Arm], isolate: bool | None) -> dict[str, Arm]:
+    """Give protocol agents the run's ``--isolate`` choice. An in-process arm cannot be
+    contained, so requiring isolation for one is refused; a protocol agent that would be
+    isolated on a host without containment is said so in one line (and recorded)."""
+    import structlog
+
+    out: dict[str, Arm] = {}
+    notes: set[str] = set()
+    for name, arm in arms.items():
+        configure = getattr(arm, "with_isolation", None)
+        if configure is None:
+            if isolate:
+                raise RunError(
+                    f"arm {name!r} runs inside the harness process and cannot be isolated; "
+                    "--isolate is for protocol agents (exec:...): drop it or run this arm without it"
+                )
+            out[name] = arm
+            continue
+        arm = out[name] = configure(isolate)
+        try:
+            getattr(arm, "execution", None)
+        except Exception as exc:  # noqa: BLE001 - ContainmentUnavailable: one line for the user
+            raise RunError(f"{exc}; install bubblewrap, or run without --isolate") from None
+        note = getattr(arm, "execution_note", None)
+        if note:
+            notes.add(str(note))
+    for note in sorted(notes):
+        structlog.get_logger("effectbench.agents").warning(
+            "agent.not_contained", reason=note, running_as="subprocess"
+        )
+    return out
+
+
 def _run_id(plan: Plan) -> str:
     now = _dt.datetime.now(_dt.UTC)
     return f"{now:%Y%m%dT%H%M%SZ}-{plan.plan_hash[:8]}"
@@ -183,13 +216,15 @@ async def execute(
     oracle_backoff: float = 0.05,
     provider_timeout: float = 60.0,
     force: bool = False,
+    isolate: bool | None = None,
     handle_signals: bool = False,
     observer: Observer | None = None,
     registry: Any = None,
     runs_root: str | os.PathLike[str] = "runs",
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
-    as None is taken from the recorded plan; given ones must match it."""
+    as None is taken from the recorded plan; given ones must match it. ``isolate``: None
+    contains protocol agents where the host can, True requires it, False never."""
     if registry is None:
         from effectbench.registry import Registry
 
@@ -240,6 +275,7 @@ async def execute(
         provider if provider is not None else DEFAULT_PROVIDER, registry
     )
     arm_map, arm_refs_used = _resolve_arms(arms if arms is not None else DEFAULT_ARMS, registry)
+    arm_map = _apply_isolation(arm_map, isolate)
     try:
         tasks = list(prov.tasks())
     except Exception as exc:  # noqa: BLE001 - third-party code; reported as one line

@@ -154,6 +154,12 @@ def _given(ctx: click.Context, name: str) -> bool:
     metavar="S",
     help="Seconds one provisioning or one oracle read may take.",
 )
+@click.option(
+    "--isolate/--no-isolate",
+    default=None,
+    help="Contain protocol agents (exec:...) in namespaces; --isolate fails where the host "
+    "cannot. [default: contain when the host can, else say so]",
+)
 @_force_option
 @_quiet_option
 @click.pass_context
@@ -169,6 +175,7 @@ def run(
     episode_timeout: float | None,
     oracle_retries: int,
     provider_timeout: float,
+    isolate: bool | None,
     force: bool,
     quiet: bool,
 ) -> int:
@@ -206,6 +213,7 @@ def run(
         episode_timeout=episode_timeout,
         oracle_retries=oracle_retries,
         provider_timeout=provider_timeout,
+        isolate=isolate,
         force=force,
         **kwargs,
     )
@@ -279,14 +287,19 @@ def rescore(run_dir: Path) -> int:
     metavar="HEX",
     help="The published fingerprint (effectbench pack) the run or submission must have used.",
 )
-def verify(path: Path, expected_pack: str | None) -> int:
+@click.option(
+    "--require-isolated",
+    is_flag=True,
+    help="Reject a run or submission whose arms did not run isolated (run --isolate).",
+)
+def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int:
     """Check a run directory or a submission file; exit 1 listing every reason if unsound."""
     from effectbench import verify as verify_mod
 
     if not path.exists():
         _fail(f"{path} does not exist; give a run directory or a submission file")
     check = verify_mod.verify_run if path.is_dir() else verify_mod.verify_submission
-    report = check(path, expected_pack_fingerprint=expected_pack)
+    report = check(path, expected_pack_fingerprint=expected_pack, require_isolated=require_isolated)
     if report.ok:
         _out(f"sound: {path}")
         return 0
