@@ -246,6 +246,13 @@ class _Conn:
             self.proc.kill()
 
 
+def _outcome(slot: _Slot) -> AgentReport:
+    if slot.error is not None:
+        raise slot.error
+    assert slot.report is not None
+    return slot.report
+
+
 def _spec_name(argv: Sequence[str]) -> str:
     """``exec:<stem>`` of the last argument naming a file (else of the program)."""
     files = [a for a in argv[1:] if not a.startswith("-") and Path(a).is_file()]
@@ -433,21 +440,29 @@ class ExecArm:
                 "`async with arm.lifespan():` (the scheduler does this)"
             )
         conn = await self._shared_conn()
-        return await self._exchange(conn, task, env, shared=True)
+        return _outcome(await self._exchange(conn, task, env, shared=True))
 
     async def _run_own_process(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        # Failures are raised after the task group: inside it they would be grouped.
+        slot: _Slot | AgentStartFailed
         async with anyio.create_task_group() as tg:
-            conn = await self._spawn(task.episode_id, tg)
             try:
-                report = await self._exchange(conn, task, env, shared=False)
-            finally:
-                await self._reap(conn)
-                tg.cancel_scope.cancel()
-        return report
+                conn = await self._spawn(task.episode_id, tg)
+            except AgentStartFailed as exc:
+                slot = exc
+            else:
+                try:
+                    slot = await self._exchange(conn, task, env, shared=False)
+                finally:
+                    await self._reap(conn)
+                    tg.cancel_scope.cancel()
+        if isinstance(slot, AgentStartFailed):
+            raise slot
+        return _outcome(slot)
 
     async def _exchange(
         self, conn: _Conn, task: TaskView, env: EnvHandle, *, shared: bool
-    ) -> AgentReport:
+    ) -> _Slot:
         ep = task.episode_id
         budget = self._budget()
         slot = conn.pending[ep] = _Slot(env.telemetry)
@@ -465,10 +480,7 @@ class ExecArm:
             if shared and slot.report is None and conn.alive:
                 await self._cancel(conn, ep, slot)
             slot.finish(error=AgentTimeout("the episode was cancelled"))
-        if slot.error is not None:
-            raise slot.error
-        assert slot.report is not None
-        return slot.report
+        return slot
 
     async def _cancel(self, conn: _Conn, ep: str, slot: _Slot) -> None:
         reason = str(slot.error) if slot.error is not None else "the harness gave up on it"

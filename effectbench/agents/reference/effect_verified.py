@@ -177,13 +177,18 @@ def guarded(msg: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    threads: list[threading.Thread] = []
     for line in sys.stdin:
         if not line.strip():
             continue
         msg = json.loads(line)
         if msg.get("type") == "episode":
-            threading.Thread(target=guarded, args=(msg,), daemon=True).start()
+            thread = threading.Thread(target=guarded, args=(msg,), daemon=True)
+            thread.start()
+            threads = [t for t in threads if t.is_alive()] + [thread]
         # "cancel": each request is bounded by its timeout; nothing to interrupt here
+    for thread in threads:  # end of input: the run is over; finish what is running
+        thread.join()
 
 
 if __name__ == "__main__":
