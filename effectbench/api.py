@@ -143,7 +143,9 @@ def _apply_isolation(arms: dict[str, Arm], isolate: bool | None) -> dict[str, Ar
                 )
             out[name] = arm
             continue
-        arm = out[name] = configure(isolate)
+        if isolate is not None:  # else the agent keeps its own choice (by default: contain)
+            arm = configure(isolate)
+        out[name] = arm
         try:
             getattr(arm, "execution", None)
         except Exception as exc:  # noqa: BLE001 - ContainmentUnavailable: one line for the user

@@ -118,6 +118,7 @@ class _Conn:
         self._lock = anyio.Lock()
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
+        self._stderr_done = anyio.Event()
 
     async def send(self, line: bytes) -> None:
         stdin = self.proc.stdin
@@ -133,12 +134,16 @@ class _Conn:
     async def pump_stderr(self) -> None:
         stream = self.proc.stderr
         assert stream is not None
-        with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        try:
             async for chunk in stream:
                 self._stderr.append(chunk)
                 self._stderr_size += len(chunk)
                 while self._stderr_size > STDERR_TAIL and len(self._stderr) > 1:
                     self._stderr_size -= len(self._stderr.popleft())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            self._stderr_done.set()
 
     async def pump_stdout(self) -> None:
         """Split stdout into lines and dispatch them; at the end, fail what is left."""
@@ -174,6 +179,7 @@ class _Conn:
             self.alive = False
         with anyio.move_on_after(_STOP_GRACE_S):
             await self.proc.wait()
+            await self._stderr_done.wait()  # its last words name the reason (e.g. bwrap's)
         code = self.proc.returncode
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         self.fail_all(AgentExited(f"the agent process {how} before it reported{self.stderr_tail()}"))

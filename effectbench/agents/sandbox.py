@@ -72,18 +72,16 @@ def _ro_binds(paths: Iterable[str]) -> list[str]:
 
 def program_paths(argv: Sequence[str]) -> list[str]:
     """Host paths the agent's own program needs read-only: the directory of every
-    argument naming an existing file, and the install prefix of an interpreter that
-    lives outside /usr (e.g. a pyenv or uv Python)."""
+    argument naming an existing file (its script), and the install prefix of an
+    interpreter that lives outside /usr (e.g. a pyenv or uv Python). An argument naming
+    a directory is not mounted: it is data the agent is told about, not its program."""
     paths: list[str] = []
     for i, arg in enumerate(argv):
         found = shutil.which(arg) if i == 0 and "/" not in arg else None
         candidate = Path(found or arg)
-        if not candidate.exists():
+        if not candidate.is_file():
             continue
         real = candidate.resolve()
-        if real.is_dir():
-            paths.append(str(real))
-            continue
         if i == 0 and real.parent.name == "bin" and not str(real).startswith("/usr/"):
             paths.append(str(real.parent.parent))  # the interpreter's prefix (its stdlib)
         elif not str(real).startswith("/usr/"):
