@@ -320,7 +320,7 @@ class Registry:
     def resolve(self, group: str, name_or_ref: str) -> Any:
         """An entry-point name or ``module:attribute`` reference -> a checked instance."""
         group = _check_group(group)
-        if group == ARMS and name_or_ref.startswith("exec:"):
+        if group == ARMS and name_or_ref.startswith(("exec:", "exec-each:")):
             return _exec_arm(name_or_ref)
         info = self.info(group, name_or_ref)
         if info is None:
@@ -347,7 +347,8 @@ class Registry:
 
 
 def _exec_arm(spec: str) -> Arm:
-    """``exec:<command line>``: an out-of-process agent speaking the agent protocol."""
+    """``exec:<command line>`` (or ``exec-each:``, a process per episode): an
+    out-of-process agent speaking the agent protocol."""
     from effectbench.agents.exec import ExecArm
 
     try:

@@ -32,7 +32,7 @@ def _arm(mode: str, **kw: Any) -> ExecArm:
     return ExecArm([sys.executable, str(SCRIPTED)], name="agent", mode=mode, timeout_s=TIMEOUT_S, **kw)  # type: ignore[arg-type]
 
 
-def _run(tmp_path: Path, arm: ExecArm, behaviours: tuple[str, ...], concurrency: int) -> list[Any]:
+def _run(tmp_path: Path, arm: ExecArm, behaviours: tuple[str, ...], concurrency: int) -> list[Any]:  # noqa: E501
     provider = FakeProvider(behaviours)
     plan = build_plan(INFO, provider.tasks(), [arm.name], 1)
     options = SchedulerOptions(concurrency=concurrency)
@@ -230,3 +230,11 @@ def test_exec_specs_name_the_script_and_version_its_bytes(tmp_path: Path) -> Non
     assert ExecArm.from_spec(f"exec:node {script}").version != before
     with pytest.raises(Exception, match="needs a command line"):
         Registry().arm("exec:")
+
+
+def test_exec_each_runs_one_process_per_episode(tmp_path: Path) -> None:
+    arm = ExecArm.from_spec(f"exec-each:{sys.executable} {SCRIPTED}")
+    assert arm.mode == "per_episode" and arm.name == "exec-each:scripted_agent"
+    arm = arm.with_isolation(False)
+    ends = _ends(_run(tmp_path, arm, ("report", "report2", "report3"), concurrency=3))
+    assert set(ends.values()) == {"finished"} and arm.processes_started == 3

@@ -44,6 +44,8 @@ from effectbench.provider import EnvHandle, Telemetry
 log = structlog.get_logger("effectbench.agents")
 
 EXEC_PREFIX: Final = "exec:"
+EXEC_EACH_PREFIX: Final = "exec-each:"
+"""``exec-each:<command line>``: the same, one process per episode."""
 DEFAULT_TIMEOUT_S: Final = 300.0
 MAX_LINE: Final = 1 << 20
 MAX_ACTIONS: Final = 10_000
@@ -317,7 +319,12 @@ class ExecArm:
 
     @classmethod
     def from_spec(cls, spec: str) -> ExecArm:
-        """``exec:<command line>`` (shell-style quoting) as given to ``--arm``."""
+        """``exec:<command line>`` (one long-lived process) or ``exec-each:<command line>``
+        (one process per episode), shell-style quoting, as given to ``--arm``."""
+        if spec.startswith(EXEC_EACH_PREFIX):
+            argv = shlex.split(spec.removeprefix(EXEC_EACH_PREFIX))
+            name = EXEC_EACH_PREFIX + _spec_name(argv).removeprefix(EXEC_PREFIX) if argv else None
+            return cls(argv, name=name, mode="per_episode")
         return cls(spec.removeprefix(EXEC_PREFIX))
 
     def with_isolation(self, isolate: bool | None) -> ExecArm:
@@ -496,6 +503,7 @@ class ExecArm:
 
 
 __all__ = [
+    "EXEC_EACH_PREFIX",
     "EXEC_PREFIX",
     "AgentExited",
     "AgentFailure",
