@@ -32,7 +32,7 @@ def _arm(mode: str, **kw: Any) -> ExecArm:
     return ExecArm([sys.executable, str(SCRIPTED)], name="agent", mode=mode, timeout_s=TIMEOUT_S, **kw)  # type: ignore[arg-type]
 
 
-def _run(tmp_path: Path, arm: ExecArm, behaviours: tuple[str, ...], concurrency: int) -> list[Any]:  # noqa: E501
+def _run(tmp_path: Path, arm: ExecArm, behaviours: tuple[str, ...], concurrency: int) -> list[Any]:
     provider = FakeProvider(behaviours)
     plan = build_plan(INFO, provider.tasks(), [arm.name], 1)
     options = SchedulerOptions(concurrency=concurrency)
