@@ -248,10 +248,15 @@ class _Conn:
         """SIGKILL the process group (a plain subprocess's children too); a sandbox's
         processes die with it (bubblewrap's --die-with-parent and its PID namespace)."""
         self.alive = False
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:
             os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
+        except ProcessLookupError:
+            pass  # already gone
+        except PermissionError:
+            # Only then the process itself: Popen.send_signal polls first, and a poll that
+            # reaps the child races asyncio's child watcher (which then reports exit 255).
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
 
 
 def _outcome(slot: _Slot) -> AgentReport:
@@ -428,13 +433,11 @@ class ExecArm:
         await self._reap(conn)
 
     async def _reap(self, conn: _Conn) -> None:
+        """Kill, wait for the exit and close the pipes (so no transport outlives the loop)."""
         conn.kill()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_GRACE_S):
-            await conn.proc.wait()
-        for stream in (conn.proc.stdin, conn.proc.stdout, conn.proc.stderr):
-            if stream is not None:
-                with contextlib.suppress(Exception):
-                    await stream.aclose()
+        shielded = anyio.CancelScope(shield=True)
+        with shielded, anyio.move_on_after(_STOP_GRACE_S), contextlib.suppress(Exception):
+            await conn.proc.aclose()
 
     # ----------------------------------------------------------------- one episode
 
