@@ -40,6 +40,11 @@ _ETC: Final = (
 )
 _TOP_LEVEL: Final = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SAFE_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+SHARED_DIRS: Final = frozenset(
+    ("/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/run", "/proc", "/home", "/root", "/etc")
+)
+"""Directories never mounted whole as an agent's program directory (they hold other
+users' and the harness's files); a script directly inside one is mounted alone."""
 
 
 @attrs.frozen
@@ -82,9 +87,13 @@ def program_paths(argv: Sequence[str]) -> list[str]:
         if not candidate.is_file():
             continue
         real = candidate.resolve()
-        if i == 0 and real.parent.name == "bin" and not str(real).startswith("/usr/"):
+        if str(real).startswith("/usr/"):
+            continue
+        if i == 0 and real.parent.name == "bin":
             paths.append(str(real.parent.parent))  # the interpreter's prefix (its stdlib)
-        elif not str(real).startswith("/usr/"):
+        elif str(real.parent) in SHARED_DIRS:
+            paths.append(str(real))  # a script loose in /tmp and the like: only the file
+        else:
             paths.append(str(real.parent))
     return paths
 
@@ -145,11 +154,11 @@ def wrap(
         "--ro-bind", "/usr", "/usr",
         *_top_level_args(),
         *_ro_binds(_ETC),
+        "--tmpfs", SCRATCH,  # before the program binds, so a program under /tmp stays visible
         *_ro_binds(programs),
         *masks,
         "--proc", "/proc",
         "--dev", "/dev",
-        "--tmpfs", SCRATCH,
         "--chdir", SCRATCH,
         "--remount-ro", "/dev",
         "--remount-ro", "/",
