@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from effectbench.agents.sandbox import program_paths, probe, wrap
+from effectbench.agents.sandbox import probe, program_paths, wrap
 
 
 def test_program_paths_mount_scripts_not_data_dirs(tmp_path: Path) -> None:
