@@ -145,6 +145,7 @@ PER_EPISODE = {
     "killed": "agent: arm 'agent' raised AgentExited: the agent process was killed by signal 9 before it reported",
     "exit": "agent: arm 'agent' raised AgentExited: the agent process exited with code 0 before it reported",
     "hang": f"agent: arm 'agent' raised AgentTimeout: the agent sent no report within {TIMEOUT_S:g}s",
+    "close_stdout": "agent: arm 'agent' raised AgentExited: the agent process closed its stdout before it reported",
     "flood": "agent: arm 'agent' raised AgentMalformed: the agent wrote a line longer than 1048576 bytes",
     "error": "agent: arm 'agent' raised AgentGaveUp: the agent gave up on the episode: the form never loaded",
     "actions": "agent: arm 'agent' raised AgentMalformed: the agent sent more than 10000 actions",

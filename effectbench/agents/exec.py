@@ -51,6 +51,9 @@ MAX_LINE: Final = 1 << 20
 MAX_ACTIONS: Final = 10_000
 STDERR_TAIL: Final = 2_000
 _STOP_GRACE_S: Final = 5.0
+_EXIT_WAIT_S: Final = 2.0
+"""How long after its stdout ended a process has to exit before its episodes fail
+without an exit code (one that closed stdout and lives on)."""
 
 Mode = Literal["shared", "per_episode"]
 Execution = Literal["in_process", "subprocess", "isolated"]
@@ -179,11 +182,14 @@ class _Conn:
             pass
         finally:
             self.alive = False
-        with anyio.move_on_after(_STOP_GRACE_S):
+        with anyio.move_on_after(_EXIT_WAIT_S):  # stdout ends as a process exits: wait a little
             await self.proc.wait()
             await self._stderr_done.wait()  # its last words name the reason (e.g. bwrap's)
         code = self.proc.returncode
-        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        if code is None:
+            how = "closed its stdout"
+        else:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         self.fail_all(AgentExited(f"the agent process {how} before it reported{self.stderr_tail()}"))
 
     def fail_all(self, error: AgentFailure) -> None:

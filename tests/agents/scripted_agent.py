@@ -53,6 +53,8 @@ def behave(ep: str, how: str) -> None:
         os._exit(0)
     elif how == "hang":
         return
+    elif how == "close_stdout":
+        os.close(1)  # and keeps running, reading its stdin
     elif how == "flood":
         write("x" * (3 << 20))  # no newline: longer than any line may be
         write("\n")
