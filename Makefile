@@ -7,7 +7,7 @@ UV := .tools/bin/uv
 VENV := .venv
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: setup demo test typecheck lint bench clean
+.PHONY: setup system-deps demo test typecheck lint bench clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -22,7 +22,15 @@ setup: $(VENV)/.synced
 demo: setup
 	$(VENV)/bin/effectbench run --out runs/demo --force
 
-test: setup
+# The agent-protocol tests run Node.js and bubblewrap: installed here when missing and root.
+system-deps:
+	@missing=""; command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
+		apt-get update && apt-get install -y --no-install-recommends $$missing; \
+	elif [ -n "$$missing" ]; then echo "make test needs:$$missing (apt-get install$$missing)"; fi
+
+test: setup system-deps
 	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup
 
 typecheck: setup
