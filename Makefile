@@ -7,7 +7,7 @@ UV := .tools/bin/uv
 VENV := .venv
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: setup browser demo test typecheck lint bench dist clean
+.PHONY: setup system-deps demo test typecheck lint bench dist clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -21,20 +21,22 @@ setup: $(VENV)/.synced
 
 # The browser tests drive the distribution's Chromium (never a download): install it
 # when missing and we are root on a Debian-like system, else say how.
-browser:
-	@if [ -n "$$EFFECTBENCH_CHROMIUM" ] || command -v chromium >/dev/null 2>&1 || \
-	    command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
-	else \
-	    echo "the browser tests need Chromium: apt-get install chromium (as root) or playwright install chromium" >&2; \
-	    exit 1; \
-	fi
-
 demo: setup
 	$(VENV)/bin/effectbench run --out runs/demo --force
 
-test: setup browser
+# System packages the tests drive: the distribution's Chromium (browser substrate and
+# report), Node.js (a reference agent) and bubblewrap (agent containment). Installed
+# when missing and root; otherwise the command to run is printed and make stops.
+SYSTEM_DEPS := chromium:chromium node:nodejs bwrap:bubblewrap
+system-deps:
+	@missing=""; for pair in $(SYSTEM_DEPS); do \
+	    command -v "$${pair%%:*}" >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	else echo "make test needs:$$missing (as root: apt-get install$$missing)" >&2; exit 1; fi
+
+test: setup system-deps
 	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup
 
 typecheck: setup

@@ -137,6 +137,41 @@ def _check_browser(arms: Mapping[str, Arm]) -> None:
         raise RunError(f"arm {', '.join(needing)} drives a browser: {exc}") from None
 
 
+def _apply_isolation(arms: dict[str, Arm], isolate: bool | None) -> dict[str, Arm]:
+    """Give protocol agents the run's ``--isolate`` choice. An in-process arm cannot be
+    contained, so requiring isolation for one is refused; a protocol agent that would be
+    isolated on a host without containment is said so in one line (and recorded)."""
+    import structlog
+
+    out: dict[str, Arm] = {}
+    notes: set[str] = set()
+    for name, arm in arms.items():
+        configure = getattr(arm, "with_isolation", None)
+        if configure is None:
+            if isolate:
+                raise RunError(
+                    f"arm {name!r} runs inside the harness process and cannot be isolated; "
+                    "--isolate is for protocol agents (exec:...): drop it or run this arm without it"
+                )
+            out[name] = arm
+            continue
+        if isolate is not None:  # else the agent keeps its own choice (by default: contain)
+            arm = configure(isolate)
+        out[name] = arm
+        try:
+            getattr(arm, "execution", None)
+        except Exception as exc:  # noqa: BLE001 - ContainmentUnavailable: one line for the user
+            raise RunError(f"{exc}; install bubblewrap, or run without --isolate") from None
+        note = getattr(arm, "execution_note", None)
+        if note:
+            notes.add(str(note))
+    for note in sorted(notes):
+        structlog.get_logger("effectbench.agents").warning(
+            "agent.not_contained", reason=note, running_as="subprocess"
+        )
+    return out
+
+
 def _run_id(plan: Plan) -> str:
     now = _dt.datetime.now(_dt.UTC)
     return f"{now:%Y%m%dT%H%M%SZ}-{plan.plan_hash[:8]}"
@@ -191,6 +226,7 @@ async def execute(
     provider_timeout: float = 60.0,
     force: bool = False,
     screenshots: str = "all",
+    isolate: bool | None = None,
     handle_signals: bool = False,
     observer: Observer | None = None,
     registry: Any = None,
@@ -205,7 +241,8 @@ async def execute(
     False skips report.html.
 
     ``provider_options`` (e.g. ``{"pg-dsn": ...}`` from ``--pg-dsn``) go to the provider's
-    optional ``preflight``, which runs before anything is written (see ``_preflight``)."""
+    optional ``preflight``, which runs before anything is written (see ``_preflight``). ``isolate``: None
+    contains protocol agents where the host can, True requires it, False never."""
     if registry is None:
         from effectbench.registry import Registry
 
@@ -263,6 +300,7 @@ async def execute(
     )
     arm_map, arm_refs_used = _resolve_arms(arms if arms is not None else DEFAULT_ARMS, registry)
     _check_browser(arm_map)
+    arm_map = _apply_isolation(arm_map, isolate)
     try:
         tasks = list(prov.tasks())
     except Exception as exc:  # noqa: BLE001 - third-party code; reported as one line

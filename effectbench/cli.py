@@ -179,6 +179,12 @@ def _given(ctx: click.Context, name: str) -> bool:
     help="PostgreSQL server for providers that use one (the role needs CREATEDB and "
     "CREATEROLE). [default: $EFFECTBENCH_PG_DSN, else a server the harness starts]",
 )
+@click.option(
+    "--isolate/--no-isolate",
+    default=None,
+    help="Contain protocol agents (exec:...) in namespaces; --isolate fails where the host "
+    "cannot. [default: contain when the host can, else say so]",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -197,6 +203,7 @@ def run(
     provider_timeout: float,
     screenshots: str,
     pg_dsn: str | None,
+    isolate: bool | None,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -236,6 +243,7 @@ def run(
         oracle_retries=oracle_retries,
         provider_timeout=provider_timeout,
         screenshots=screenshots,
+        isolate=isolate,
         force=force,
         report=not no_report,
         provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
@@ -404,14 +412,19 @@ def compare(run_dirs: tuple[Path, ...], out_path: Path) -> int:
     metavar="HEX",
     help="The published fingerprint (effectbench pack) the run or submission must have used.",
 )
-def verify(path: Path, expected_pack: str | None) -> int:
+@click.option(
+    "--require-isolated",
+    is_flag=True,
+    help="Reject a run or submission whose arms did not run isolated (run --isolate).",
+)
+def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int:
     """Check a run directory or a submission file; exit 1 listing every reason if unsound."""
     from effectbench import verify as verify_mod
 
     if not path.exists():
         _fail(f"{path} does not exist; give a run directory or a submission file")
     check = verify_mod.verify_run if path.is_dir() else verify_mod.verify_submission
-    report = check(path, expected_pack_fingerprint=expected_pack)
+    report = check(path, expected_pack_fingerprint=expected_pack, require_isolated=require_isolated)
     if report.ok:
         _out(f"sound: {path}")
         return 0

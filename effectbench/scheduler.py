@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import math
 import os
 import signal
@@ -439,6 +440,7 @@ class Scheduler:
                         "plan_hash": self.plan.plan_hash,
                         "versions": dict(self.plan.versions),
                         "concurrency": self.options.concurrency,
+                        **self._execution(),
                     },
                 )
             else:
@@ -457,6 +459,7 @@ class Scheduler:
                         "kept": len(kept),
                         "abandoned": len(abandoned),
                         "concurrency": self.options.concurrency,
+                        **self._execution(),
                     },
                 )
             if self.observer is not None:
@@ -504,6 +507,16 @@ class Scheduler:
             failed=self._failed,
             final_hash=writer.last_hash,
         )
+
+    def _execution(self) -> dict[str, Any]:
+        """How each arm runs (``in_process``, ``subprocess``, ``isolated``) and, when a
+        protocol agent could not be contained, why: the manifest records both."""
+        modes = {a: str(getattr(self.arms[a], "execution", "in_process")) for a in self.plan.arms}
+        notes = {getattr(self.arms[a], "execution_note", None) for a in self.plan.arms}
+        data: dict[str, Any] = {"execution": modes}
+        if notes - {None}:
+            data["containment"] = "; ".join(sorted(str(n) for n in notes if n is not None))
+        return data
 
     async def _watch_signals(self, work: anyio.CancelScope, caught: list[int]) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -562,14 +575,15 @@ class Scheduler:
             )
             return
         try:
-            limiter = anyio.CapacityLimiter(self.options.concurrency)
-            async with anyio.create_task_group() as tg:
-                for spec in pending:
-                    token = object()  # a cheap unique borrower (specs hash by value, slowly)
-                    await limiter.acquire_on_behalf_of(token)
-                    tg.start_soon(self._episode_slot, spec, limiter, token)
-                    self._started += 1
+            remaining = iter(pending)
+            first = next(remaining, None)
+            if first is None:  # nothing to run: no agent process is started for it
                 self._all_started = True
+                return
+            limiter = anyio.CapacityLimiter(self.options.concurrency)
+            async with contextlib.AsyncExitStack() as arms:
+                await self._enter_arms(arms)
+                await self._run_pending(itertools.chain((first,), remaining), limiter)
         finally:
             limit = self.options.teardown_timeout
             with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
@@ -579,6 +593,25 @@ class Scheduler:
                     log.error("provider.stop_failed", error=_one_line(exc))
             if scope.cancelled_caught:  # else a hung stop would hang Ctrl-C, which it ignores
                 log.error("provider.stop_failed", error=f"did not finish within {limit:g}s")
+
+    async def _enter_arms(self, stack: contextlib.AsyncExitStack) -> None:
+        """Arms with a ``lifespan(run_dir)`` (a long-lived agent process) get it around
+        the episodes; an arm without one needs nothing."""
+        for name in self.plan.arms:
+            lifespan = getattr(self.arms[name], "lifespan", None)
+            if lifespan is not None:
+                await stack.enter_async_context(lifespan(self.run_dir))
+
+    async def _run_pending(
+        self, pending: Iterable[EpisodeSpec], limiter: anyio.CapacityLimiter
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            for spec in pending:
+                token = object()  # a cheap unique borrower (specs hash by value, slowly)
+                await limiter.acquire_on_behalf_of(token)
+                tg.start_soon(self._episode_slot, spec, limiter, token)
+                self._started += 1
+            self._all_started = True
 
     async def _episode_slot(
         self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object
