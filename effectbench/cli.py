@@ -435,18 +435,24 @@ def _plugins(group: str) -> int:
         _out(f"no {group} entry points installed")
         return 0
     _out(format_plugin_table(results))
+    failed = [r.info.name for r in results if r.status == "failed"]
+    if failed:  # the listing stays whole; the exit code tells a script something is broken
+        click.echo(f"effectbench: {len(failed)} plugin(s) failed to load: {', '.join(failed)}", err=True)
+        return 1
     return 0
 
 
 @cli.command()
 def providers() -> int:
-    """List installed providers (distribution, version) and any that failed to load."""
+    """List installed providers (distribution, version) and any that failed to load
+    (exit 1 when any did)."""
     return _plugins("effectbench.providers")
 
 
 @cli.command()
 def arms() -> int:
-    """List installed arms (distribution, version) and any that failed to load."""
+    """List installed arms (distribution, version) and any that failed to load (exit 1
+    when any did)."""
     return _plugins("effectbench.arms")
 
 
