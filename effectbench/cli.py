@@ -541,6 +541,11 @@ def pack(provider: str, audit_dir: Path | None) -> int:
     return 0
 
 
+from effectbench.scaffold.command import new as _new  # a module that imports only click
+
+cli.add_command(_new)
+
+
 def _user_error_types() -> tuple[type[BaseException], ...]:
     """Errors whose message is written for the user: shown as one line, exit 2."""
     types: list[type[BaseException]] = []
