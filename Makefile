@@ -1,6 +1,7 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Both bootstrap a pinned uv into .tools/ and sync the locked dev environment
-# into .venv/ (first-party providers and the example plugin included).
+# into .venv/ (first-party providers and the example plugin included). --inexact:
+# a plugin the user installed into .venv (README) is kept, not removed as extraneous.
 PYTHON ?= python3
 UV_VERSION := 0.13.9
 UV := .tools/bin/uv
@@ -14,7 +15,7 @@ $(UV):
 	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 $(VENV)/.synced: $(UV) uv.lock pyproject.toml plugins_example/pyproject.toml
-	$(UV) sync --frozen --all-packages --quiet
+	$(UV) sync --frozen --inexact --all-packages --quiet
 	touch $@
 
 setup: $(VENV)/.synced

@@ -465,18 +465,24 @@ def _plugins(group: str) -> int:
         _out(f"no {group} entry points installed")
         return 0
     _out(format_plugin_table(results))
+    failed = [r.info.name for r in results if r.status == "failed"]
+    if failed:  # the listing stays whole; the exit code tells a script something is broken
+        click.echo(f"effectbench: {len(failed)} plugin(s) failed to load: {', '.join(failed)}", err=True)
+        return 1
     return 0
 
 
 @cli.command()
 def providers() -> int:
-    """List installed providers (distribution, version) and any that failed to load."""
+    """List installed providers (distribution, version) and any that failed to load
+    (exit 1 when any did)."""
     return _plugins("effectbench.providers")
 
 
 @cli.command()
 def arms() -> int:
-    """List installed arms (distribution, version) and any that failed to load."""
+    """List installed arms (distribution, version) and any that failed to load (exit 1
+    when any did)."""
     return _plugins("effectbench.arms")
 
 
@@ -563,6 +569,11 @@ def pack(provider: str, audit_dir: Path | None) -> int:
     manifest = public_pack_manifest(Registry().provider(provider), audit=report)
     _out(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
     return 0
+
+
+from effectbench.scaffold.command import new as _new  # a module that imports only click
+
+cli.add_command(_new)
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
