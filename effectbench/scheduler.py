@@ -250,7 +250,7 @@ def _telemetry_data(calls: Sequence[ModelCall], n_actions: int) -> dict[str, Any
     if calls:  # only then, so a log without model calls keeps its bytes
         data["model_latency_ms"] = _sum_known(c.latency_ms for c in calls)
         sources = sorted({c.cost_source for c in calls if c.cost_source is not None})
-        data["cost_source"] = "+".join(sources) or None
+        data["cost_source"] = None if data["cost_usd"] is None else "+".join(sources) or None
     return data
 
 

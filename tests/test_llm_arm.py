@@ -328,3 +328,23 @@ def test_run_with_the_llm_arm_and_nothing_configured_says_what_to_set(
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert "set EFFECTBENCH_LLM_BASE_URL and EFFECTBENCH_LLM_MODEL" in lines[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_an_episodes_cost_source_is_null_exactly_when_its_cost_is_unknown() -> None:
+    from effectbench.provider import ModelCall
+    from effectbench.scheduler import _telemetry_data
+
+    priced = ModelCall(10, 2, 0.5, 3.0, "price_table:v1")
+    billed = ModelCall(1, 1, 0.25, 1.0, "arm")
+    unpriced = ModelCall(1, 1, None, None, None)
+    both = _telemetry_data([priced, billed, priced], 0)
+    assert (both["cost_usd"], both["cost_source"], both["model_latency_ms"]) == (
+        1.25, "arm+price_table:v1", 7.0
+    )  # fmt: skip
+    partly = _telemetry_data([priced, unpriced], 0)
+    assert (partly["cost_usd"], partly["cost_source"], partly["model_latency_ms"]) == (
+        None, None, None
+    )  # fmt: skip
+    assert set(_telemetry_data([], 2)) == {
+        "model_calls", "input_tokens", "output_tokens", "cost_usd", "actions"
+    }  # fmt: skip
