@@ -348,3 +348,23 @@ def test_an_episodes_cost_source_is_null_exactly_when_its_cost_is_unknown() -> N
     assert set(_telemetry_data([], 2)) == {
         "model_calls", "input_tokens", "output_tokens", "cost_usd", "actions"
     }  # fmt: skip
+
+
+def test_the_model_sees_tools_from_the_env_handle_and_the_task_not_its_script(
+    run: dict[str, Any],
+) -> None:
+    requests = [r for r in run["server"].requests if r["model"] == "solver"]
+    assert len(requests) == 45
+    for body in requests:
+        names = [t["function"]["name"] for t in body["tools"]]
+        assert names == ["read_base_url", "submit_form", "read_records", "finish"]
+        system, user = body["messages"][0], body["messages"][1]
+        assert system["role"] == "system" and user["role"] == "user"
+        assert "Payload (JSON)" in user["content"] and "declared effect" in user["content"]
+        assert "solution" not in user["content"]
+    first_form = next(
+        orjson.loads(m["content"])
+        for m in requests[-1]["messages"]
+        if m["role"] == "tool" and m["tool_call_id"] == "call-read_base_url"
+    )
+    assert first_form["status"] == 200 and "name='note'" in first_form["body"]

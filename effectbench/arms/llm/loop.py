@@ -48,7 +48,13 @@ def system_prompt() -> str:
 def user_prompt(task: TaskView) -> str:
     """The task as the model sees it: the goal and this trial's payload, never the script."""
     params = orjson.dumps(dict(task.params), option=orjson.OPT_SORT_KEYS).decode()
-    return f"Task: {task.goal}\nPayload (JSON): {params}"
+    text = f"Task: {task.goal}\nPayload (JSON): {params}"
+    if task.effect is not None:
+        from effectbench.codec import converter
+
+        effect = orjson.dumps(converter.unstructure(task.effect), option=orjson.OPT_SORT_KEYS)
+        text += f"\nThe record must end up like this (declared effect, JSON): {effect.decode()}"
+    return text
 
 
 def _halt(message: str) -> AgentReport:
