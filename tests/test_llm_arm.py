@@ -81,14 +81,14 @@ async def _run_all(tmp_path: Path) -> dict[str, Any]:
         async def sleep(seconds: float) -> None:  # records the backoff instead of waiting it out
             delays.append(seconds)
 
-        def arm(model: str, max_calls: int = 5) -> LlmArm:
+        def arm(model: str, max_calls: int = 5, max_tokens: int = 10**6, name: str = "") -> LlmArm:
             return LlmArm(
-                name=f"llm-{model}",
+                name=name or f"llm-{model}",
                 base_url=url,
                 model=model,
                 api_key="test-key",
                 prices=prices,
-                budget=Budget(max_calls=max_calls, max_tokens=1_000_000, max_bad_tool_calls=3),
+                budget=Budget(max_calls=max_calls, max_tokens=max_tokens, max_bad_tool_calls=3),
                 retry=RetryPolicy(max_retries=2, base_s=0.25),
                 sleep=sleep,
                 environ={},
@@ -98,6 +98,7 @@ async def _run_all(tmp_path: Path) -> dict[str, Any]:
         arms: list[Any] = [arm(m) for m in models]
         arms += [
             arm("fumbler", max_calls=8),
+            arm("solver", max_tokens=1500, name="llm-tokens"),
             LlmArm(name="llm-unset", environ={}),
             "effect_verified",
         ]
@@ -150,6 +151,10 @@ def test_each_scripted_model_lands_in_its_outcome_class(run: dict[str, Any]) -> 
         for mode, row in rows[name].items():
             assert row["halted"] is True and row["reported_success"] is False
             assert reason in reported[row["episode_id"]]["message"], (name, mode)
+    for row in rows["llm-tokens"].values():
+        message = reported[row["episode_id"]]["message"]
+        assert message.startswith("token budget exhausted: ") and message.endswith(" > 1500")
+        assert row["halted"] is True and row["telemetry"]["input_tokens"] > 1400
     assert {r["telemetry"]["model_calls"] for r in rows["llm-looper"].values()} == {5}
     assert {r["telemetry"]["model_calls"] for r in rows["llm-garbage"].values()} == {3}
 
@@ -354,7 +359,13 @@ def test_the_model_sees_tools_from_the_env_handle_and_the_task_not_its_script(
     run: dict[str, Any],
 ) -> None:
     requests = [r for r in run["server"].requests if r["model"] == "solver"]
-    assert len(requests) == 45
+    rows = run["rows"]
+    calls = [
+        r["telemetry"]["model_calls"]
+        for a in ("llm-solver", "llm-tokens")
+        for r in rows[a].values()
+    ]
+    assert len(requests) == sum(calls) and sum(calls[:9]) == 45
     for body in requests:
         names = [t["function"]["name"] for t in body["tools"]]
         assert names == ["read_base_url", "submit_form", "read_records", "finish"]
