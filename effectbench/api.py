@@ -124,6 +124,19 @@ def _resolve_arms(
     return out, refs
 
 
+def _preflight_arms(arms: Mapping[str, Arm]) -> None:
+    """Before anything is written: an arm with a ``preflight()`` (e.g. ``llm`` with no
+    endpoint configured) may refuse the run in one line."""
+    for name, arm in arms.items():
+        check = getattr(arm, "preflight", None)
+        if not callable(check):
+            continue
+        try:
+            check()
+        except Exception as exc:  # noqa: BLE001 - plugin code: one line for the user
+            raise RunError(f"arm {name!r} cannot run: {exc}") from None
+
+
 def _check_browser(arms: Mapping[str, Arm]) -> None:
     """Before anything is written: a browser arm needs Playwright and a Chromium."""
     from effectbench.browser import BrowserUnavailable, check_browser, uses_browser
@@ -300,6 +313,7 @@ async def execute(
     )
     arm_map, arm_refs_used = _resolve_arms(arms if arms is not None else DEFAULT_ARMS, registry)
     _check_browser(arm_map)
+    _preflight_arms(arm_map)
     arm_map = _apply_isolation(arm_map, isolate)
     try:
         tasks = list(prov.tasks())

@@ -118,6 +118,11 @@ class ArmTelemetry:
     output_tokens: int | None
     cost_usd: float | None
     actions: int
+    model_latency_ms: float | None = None
+    """Sum of the calls' latencies; present only when there were model calls."""
+    cost_source: str | None = None
+    """Where cost_usd came from (``arm``, ``price_table:<version>``, several joined by
+    ``+``); present only when there were model calls."""
 
 
 @attrs.frozen

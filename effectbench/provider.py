@@ -71,6 +71,9 @@ class ModelCall:
     output_tokens: int | None = None
     cost_usd: float | None = None
     latency_ms: float | None = None
+    cost_source: str | None = None
+    """Where ``cost_usd`` came from: ``"arm"`` (the endpoint reported it),
+    ``"price_table:<version>"``, or None when unknown."""
 
 
 @attrs.frozen

@@ -255,13 +255,18 @@ def _sum_known(values: Iterable[float | int | None]) -> Any:
 
 
 def _telemetry_data(calls: Sequence[ModelCall], n_actions: int) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         "model_calls": len(calls) if calls else None,
         "input_tokens": _sum_known(c.input_tokens for c in calls),
         "output_tokens": _sum_known(c.output_tokens for c in calls),
         "cost_usd": _sum_known(c.cost_usd for c in calls),
         "actions": n_actions,
     }
+    if calls:  # only then, so a log without model calls keeps its bytes
+        data["model_latency_ms"] = _sum_known(c.latency_ms for c in calls)
+        sources = sorted({c.cost_source for c in calls if c.cost_source is not None})
+        data["cost_source"] = None if data["cost_usd"] is None else "+".join(sources) or None
+    return data
 
 
 def _store_screenshot(run_dir: Path, png: Any, label: Any) -> dict[str, Any]:
