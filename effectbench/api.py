@@ -182,6 +182,7 @@ async def execute(
     registry: Any = None,
     runs_root: str | os.PathLike[str] = "runs",
     report: bool = True,
+    executor: str = "local",
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
@@ -203,6 +204,7 @@ async def execute(
         )
     except ValueError as exc:
         raise RunError(str(exc)) from None
+    runner = _executor(executor)
 
     state: ResumeState | None = None
     if resume is not None:
@@ -283,7 +285,14 @@ async def execute(
         _prepare_out(run_dir, force)
 
     scheduler = Scheduler(
-        plan, prov, arm_map, run_dir, run_id=run_id, options=options, observer=observer
+        plan,
+        prov,
+        arm_map,
+        run_dir,
+        run_id=run_id,
+        options=options,
+        observer=observer,
+        executor=runner,
     )
     built: list[tuple[dict[str, Any], str]] = []
 
@@ -293,11 +302,26 @@ async def execute(
         )
 
     # Built while the scheduler still holds the run's lock, and only from its own log.
-    outcome = await scheduler.run(state, finish=finish)
+    from effectbench.executors import ExecutorError
+
+    try:
+        outcome = await scheduler.run(state, finish=finish)
+    except ExecutorError as exc:
+        raise RunError(str(exc)) from None
     if outcome.interrupted:
         return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
     metrics, summary = built[0]
     return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, False, outcome)
+
+
+def _executor(text: str) -> Any:
+    """The ``--executor`` value as an executor (None: this process, the default)."""
+    from effectbench.executors import ExecutorError, parse
+
+    try:
+        return parse(text)
+    except ExecutorError as exc:
+        raise RunError(str(exc)) from None
 
 
 def _as_list(arm: ArmLike | Sequence[ArmLike]) -> list[ArmLike]:

@@ -166,6 +166,14 @@ def _given(ctx: click.Context, name: str) -> bool:
     metavar="S",
     help="Seconds one provisioning or one oracle read may take.",
 )
+@click.option(
+    "--executor",
+    default="local",
+    show_default=True,
+    metavar="WHERE",
+    help="Where episodes run: local, dask://HOST:PORT (a Dask scheduler) or dask-local:N "
+    "(N local worker processes); needs effectbench[dask] for Dask.",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -182,6 +190,7 @@ def run(
     episode_timeout: float | None,
     oracle_retries: int,
     provider_timeout: float,
+    executor: str,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -220,6 +229,7 @@ def run(
         episode_timeout=episode_timeout,
         oracle_retries=oracle_retries,
         provider_timeout=provider_timeout,
+        executor=executor,
         force=force,
         report=not no_report,
         **kwargs,

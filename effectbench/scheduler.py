@@ -341,6 +341,7 @@ class Scheduler:
         run_id: str,
         options: SchedulerOptions = SchedulerOptions(),
         observer: Observer | None = None,
+        executor: Any = None,
     ) -> None:
         missing = [a for a in plan.arms if a not in arms]
         if missing:
@@ -359,6 +360,9 @@ class Scheduler:
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
         self._all_started = False
+        self._writer: Any = None
+        self.executor = executor
+        """Where episodes run (effectbench.executors); None runs them here, as always."""
 
     @property
     def log_path(self) -> Path:
@@ -406,6 +410,7 @@ class Scheduler:
                 )
             emit = writer.emit
             self._emit = emit
+            self._writer = writer
             if resume is None:
                 await emit(
                     RunStarted.TYPE,
@@ -443,7 +448,10 @@ class Scheduler:
                     with anyio.CancelScope() as work:
                         if self.options.handle_signals:
                             outer.start_soon(self._watch_signals, work, caught)
-                        await self._run_all(pending)
+                        if self.executor is None:
+                            await self._run_all(pending)
+                        else:
+                            await self.executor.run_all(self, pending)
                     # Interrupted means an episode of this session has no terminal event, for
                     # whatever reason; a signal after the last episode ended interrupts nothing.
                     done = self._finished + self._failed
@@ -517,6 +525,50 @@ class Scheduler:
                     log.error("provider.stop_failed", error=_one_line(exc))
             if scope.cancelled_caught:  # else a hung stop would hang Ctrl-C, which it ignores
                 log.error("provider.stop_failed", error=f"did not finish within {limit:g}s")
+
+    # ---- executor seam: what effectbench.executors needs to run episodes elsewhere ----
+
+    def bind_emit(
+        self, emit: Callable[[str, Mapping[str, Any], str | None], Awaitable[None]] | None
+    ) -> None:
+        """Route this scheduler's episode events to ``emit`` (a worker buffers them)."""
+        self._emit = emit
+
+    async def run_episode(self, spec: EpisodeSpec) -> None:
+        """One whole episode, exactly as the local path runs it, into the bound emit."""
+        await self._episode(spec)
+
+    def planned_data(self, spec: EpisodeSpec) -> dict[str, Any]:
+        return self._planned_data(spec)
+
+    def fail_start(self, message: str) -> None:
+        """The provider could not start (on a worker): end the run as a failed start does."""
+        if self._start_error is None:
+            self._start_error = ProviderStartError(message)
+
+    def note_started(self, *, all_started: bool = False) -> None:
+        if all_started:
+            self._all_started = True
+        else:
+            self._started += 1
+
+    async def record_episode(
+        self,
+        entries: Sequence[tuple[str, Mapping[str, Any], str | None, float | None]],
+        outcome: EpisodeOutcome,
+    ) -> None:
+        """Write a whole episode that ran elsewhere (its events keep their timestamps)."""
+        emit = self._writer.emit
+        for type_, data, ep, ts in entries:
+            await emit(type_, data, ep, ts)
+        if outcome.failure_class is None:
+            self._finished += 1
+        else:
+            self._failed += 1
+        if self.observer is not None:
+            self.observer.episode_done(outcome)
+
+    # ---- end of the executor seam ----
 
     async def _episode_slot(
         self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object

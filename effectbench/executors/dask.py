@@ -1,0 +1,367 @@
+"""Run episodes on Dask's distributed scheduler; this process stays the log's one writer.
+
+Each episode (provision, pre-snapshot, arm, post-read, teardown) is one Dask task. On
+the worker it runs through the same code as a local episode (``Scheduler.run_episode``),
+into a buffer instead of the log; the task returns the episode's events, each with the
+time it happened, and the harness writes them (assigning seq and hash) only once the
+whole episode has returned. So a lost worker leaves nothing of its in-flight episodes in
+the log, and they are run again on fresh systems of record, as a resume would.
+
+Dask's own re-runs are off (``allowed_failures`` 0): a task whose worker died fails with
+KilledWorker and the harness decides what to do, so no episode can count twice.
+
+On a worker, the provider and arms are built from their entry points (or
+``module:attribute`` references) once per worker process and run id, started there
+once, and stopped at the end of the run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import structlog
+
+from effectbench.events import EpisodeFailed, EpisodePlanned
+from effectbench.executors import INSTALL_HINT, ExecutorError
+from effectbench.model import FailureClass
+from effectbench.plan import EpisodeSpec, Plan
+from effectbench.scheduler import EpisodeOutcome, Scheduler, SchedulerOptions
+
+log = structlog.get_logger("effectbench.executors.dask")
+
+MAX_LOST = 3
+"""Times one episode may lose its worker before it is recorded as failed (``unknown``)."""
+
+Entry = tuple[str, Mapping[str, Any], str | None, float | None]
+
+
+class WorkerStartError(Exception):
+    """A worker could not build or start the run's provider or arms (one line, picklable)."""
+
+
+@attrs.frozen
+class WorkerSetup:
+    """What every worker needs to run this run's episodes; sent to each worker once."""
+
+    run_id: str
+    plan: Plan
+    provider_ref: str
+    arm_refs: tuple[str, ...]
+    options: SchedulerOptions
+
+
+# ---------------------------------------------------------------- on the worker
+
+
+@attrs.define
+class _WorkerRun:
+    scheduler: Scheduler
+    buffers: dict[str, list[Entry]] = attrs.Factory(dict)
+    outcomes: dict[str, EpisodeOutcome] = attrs.Factory(dict)
+
+    async def emit(self, type_: str, data: Mapping[str, Any], ep: str | None = None) -> None:
+        assert ep is not None
+        self.buffers[ep].append((type_, data, ep, time.time()))
+
+    def episode_done(self, outcome: EpisodeOutcome) -> None:
+        self.outcomes[outcome.spec.episode_id] = outcome
+
+    def run_planned(self, plan: Plan, total: int, already_done: int) -> None:
+        pass
+
+
+_RUNS: dict[str, _WorkerRun | WorkerStartError] = {}
+"""Per worker process: the started provider of each run (or why it could not start)."""
+_STARTING: dict[str, anyio.Lock] = {}
+
+
+def _where() -> str:
+    try:
+        from distributed import get_worker
+
+        return f"worker {get_worker().address}"
+    except (ImportError, ValueError):
+        return "a worker"
+
+
+def _build(setup: WorkerSetup) -> Scheduler:
+    from effectbench.registry import PluginError, Registry
+
+    registry = Registry()
+    try:
+        provider = registry.provider(setup.provider_ref)
+        arms = {}
+        for ref in setup.arm_refs:
+            arm = registry.arm(ref)
+            arms[arm.name] = arm
+    except PluginError as exc:
+        raise WorkerStartError(
+            f"{_where()} cannot load its plugins ({exc}); install the provider's and arms' "
+            "distributions in every worker's environment"
+        ) from None
+    return Scheduler(
+        setup.plan, provider, arms, Path("."), run_id=setup.run_id, options=setup.options
+    )
+
+
+async def _worker_run(setup: WorkerSetup) -> _WorkerRun:
+    run = _RUNS.get(setup.run_id)
+    if run is None:
+        lock = _STARTING.setdefault(setup.run_id, anyio.Lock())
+        async with lock:
+            run = _RUNS.get(setup.run_id)
+            if run is None:
+                run = await _start(setup)
+                _RUNS[setup.run_id] = run
+    if isinstance(run, WorkerStartError):
+        raise run
+    return run
+
+
+async def _start(setup: WorkerSetup) -> _WorkerRun | WorkerStartError:
+    try:
+        scheduler = _build(setup)
+    except WorkerStartError as exc:
+        return exc
+    run = _WorkerRun(scheduler)
+    scheduler.observer = run
+    scheduler.bind_emit(run.emit)
+    try:
+        await scheduler.provider.start()
+    except Exception as exc:  # noqa: BLE001 - provider code; reported as the run's start failure
+        from effectbench.scheduler import _one_line
+
+        return WorkerStartError(
+            f"provider {scheduler.provider.name!r} failed to start on {_where()}: {_one_line(exc)}"
+        )
+    return run
+
+
+async def run_episode_on_worker(
+    setup: WorkerSetup, spec: EpisodeSpec
+) -> tuple[list[Entry], EpisodeOutcome]:
+    """The Dask task: one whole episode, its events and its outcome."""
+    run = await _worker_run(setup)
+    ep = spec.episode_id
+    run.buffers[ep] = []
+    try:
+        await run.scheduler.run_episode(spec)
+        return run.buffers[ep], run.outcomes[ep]
+    finally:
+        run.buffers.pop(ep, None)
+        run.outcomes.pop(ep, None)
+
+
+async def stop_on_worker(run_id: str, timeout: float) -> str | None:
+    """Stop this worker's provider of the run (if it started); the error, if any."""
+    run = _RUNS.pop(run_id, None)
+    _STARTING.pop(run_id, None)
+    if not isinstance(run, _WorkerRun):
+        return None
+    with anyio.move_on_after(timeout) as scope:
+        try:
+            await run.scheduler.provider.stop()
+        except Exception as exc:  # noqa: BLE001 - reported by the harness, never fatal
+            return f"{type(exc).__name__}: {exc}"
+    return f"did not finish within {timeout:g}s" if scope.cancelled_caught else None
+
+
+def _no_retries(dask_scheduler: Any) -> None:
+    """Dask re-runs a task whose worker died; we re-run the episode ourselves."""
+    dask_scheduler.allowed_failures = 0
+
+
+# ---------------------------------------------------------------- in the harness
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ExecutorError(f"--executor dask needs Dask: {INSTALL_HINT}") from None
+    return distributed
+
+
+def _setup(scheduler: Scheduler) -> WorkerSetup:
+    refs = scheduler.plan.refs
+    prov_ref = refs.get("provider")
+    arm_refs = list(refs.get("arms") or [])
+    if not isinstance(prov_ref, str) or len(arm_refs) != len(scheduler.plan.arms) or not all(
+        isinstance(r, str) for r in arm_refs
+    ):
+        raise ExecutorError(
+            "the dask executor builds the provider and arms on each worker, so give them as "
+            "entry-point names or module:attribute references, not objects"
+        )
+    options = attrs.evolve(scheduler.options, handle_signals=False)
+    return WorkerSetup(scheduler.run_id, scheduler.plan, prov_ref, tuple(arm_refs), options)
+
+
+@attrs.frozen
+class DaskExecutor:
+    """``dask://HOST:PORT`` (a running scheduler) or ``dask-local:N`` (a LocalCluster)."""
+
+    address: str | None = None
+    n_workers: int = 0
+
+    @classmethod
+    def parse(cls, value: str) -> DaskExecutor:
+        if value.startswith("dask-local:"):
+            n = value.removeprefix("dask-local:")
+            if not n.isdigit() or not 1 <= int(n) <= 256:
+                raise ExecutorError(
+                    f"--executor dask-local:N needs N worker processes from 1 to 256, got {value!r}"
+                )
+            executor = cls(None, int(n))
+        else:
+            rest = value.removeprefix("dask://")
+            host, _, port = rest.rpartition(":")
+            if not host or not port.isdigit():
+                raise ExecutorError(f"--executor dask://HOST:PORT needs a host and port, got {value!r}")
+            executor = cls(f"tcp://{rest}")
+        _import_distributed()
+        return executor
+
+    @asynccontextmanager
+    async def _client(self, concurrency: int) -> Any:
+        distributed = _import_distributed()
+        if self.address is not None:
+            try:
+                client = await distributed.Client(
+                    self.address, asynchronous=True, timeout="10s", set_as_default=False
+                )
+            except OSError as exc:
+                raise ExecutorError(
+                    f"cannot reach the Dask scheduler at {self.address} ({exc}); start it with "
+                    "`dask scheduler` and give its address"
+                ) from None
+            async with client:
+                yield client
+            return
+        import logging
+
+        slots = max(1, math.ceil(concurrency / self.n_workers))
+        async with distributed.LocalCluster(
+            n_workers=self.n_workers,
+            threads_per_worker=slots,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            asynchronous=True,
+            silence_logs=logging.ERROR,
+        ) as cluster:
+            async with distributed.Client(
+                cluster, asynchronous=True, set_as_default=False, direct_to_workers=True
+            ) as client:
+                yield client
+
+    async def run_all(self, scheduler: Scheduler, pending: Iterable[EpisodeSpec]) -> None:
+        setup = _setup(scheduler)
+        distributed = _import_distributed()
+        async with self._client(scheduler.options.concurrency) as client:
+            await client.run_on_scheduler(_no_retries)
+            [shared] = await client.scatter([setup], broadcast=True, hash=False)
+            run = _HarnessRun(scheduler, client, shared, distributed.KilledWorker)
+            try:
+                await run.run(pending)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await run.stop()
+
+
+@attrs.define
+class _HarnessRun:
+    scheduler: Scheduler
+    client: Any
+    shared: Any
+    killed: type[BaseException]
+    inflight: set[Any] = attrs.Factory(set)
+
+    async def run(self, pending: Iterable[EpisodeSpec]) -> None:
+        limiter = anyio.CapacityLimiter(self.scheduler.options.concurrency)
+        async with anyio.create_task_group() as tg:
+            for spec in pending:
+                token = object()
+                await limiter.acquire_on_behalf_of(token)
+                if self.scheduler._start_error is not None:
+                    limiter.release_on_behalf_of(token)
+                    return
+                tg.start_soon(self._slot, spec, limiter, token, tg.cancel_scope)
+                self.scheduler.note_started()
+            self.scheduler.note_started(all_started=True)
+
+    async def _slot(
+        self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object, group: Any
+    ) -> None:
+        try:
+            await self._episode(spec, group)
+        finally:
+            limiter.release_on_behalf_of(token)
+
+    async def _episode(self, spec: EpisodeSpec, group: Any) -> None:
+        ep = spec.episode_id
+        for _ in range(MAX_LOST + 1):
+            future = self.client.submit(
+                run_episode_on_worker,
+                self.shared,
+                spec,
+                key=f"effectbench-episode-{uuid.uuid4().hex}",
+                pure=False,
+                retries=0,
+            )
+            self.inflight.add(future)
+            try:
+                entries, outcome = await future
+            except WorkerStartError as exc:
+                self.scheduler.fail_start(
+                    f"{exc}; nothing more ran. Fix it, then continue with: "
+                    f"effectbench run --resume {self.scheduler.run_dir}"
+                )
+                group.cancel()
+                return
+            except self.killed:
+                log.warning("episode.worker_lost", ep=ep)
+                continue  # nothing of it was written: run it again on a fresh system of record
+            finally:
+                self.inflight.discard(future)
+            await self.scheduler.record_episode(entries, outcome)
+            return
+        await self.scheduler.record_episode(
+            [
+                (EpisodePlanned.TYPE, self.scheduler.planned_data(spec), ep, None),
+                (
+                    EpisodeFailed.TYPE,
+                    {
+                        "failure_class": FailureClass.UNKNOWN.value,
+                        "stage": "harness",
+                        "error": f"the Dask worker running it was lost {MAX_LOST + 1} times",
+                    },
+                    ep,
+                    None,
+                ),
+            ],
+            EpisodeOutcome(spec, FailureClass.UNKNOWN),
+        )
+
+    async def stop(self) -> None:
+        """Cancel what is still in flight (an interrupted run), then stop every worker's provider."""
+        if self.inflight:
+            await self.client.cancel(list(self.inflight))
+        limit = self.scheduler.options.teardown_timeout
+        with anyio.move_on_after(limit + 5.0):
+            try:
+                errors = await self.client.run(stop_on_worker, self.scheduler.run_id, limit)
+            except Exception as exc:  # noqa: BLE001 - a stop failure must not hide the run's result
+                log.error("provider.stop_failed", error=f"{type(exc).__name__}: {exc}")
+                return
+            for worker, error in sorted(errors.items()):
+                if error is not None:
+                    log.error("provider.stop_failed", worker=worker, error=error)
