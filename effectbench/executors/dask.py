@@ -122,7 +122,7 @@ async def _worker_run(setup: WorkerSetup) -> _WorkerRun:
                 run = await _start(setup)
                 _RUNS[setup.run_id] = run
     if isinstance(run, WorkerStartError):
-        raise run
+        raise WorkerStartError(str(run))  # a fresh one: a cached traceback would only grow
     return run
 
 
