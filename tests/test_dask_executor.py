@@ -33,6 +33,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
         env=env,
     )
 
@@ -49,8 +50,13 @@ def test_dask_local_gives_the_local_results(tmp_path: Path, provider: str, trial
     arms = ["screen_only", "effect_verified"]
     runs = {
         ex: evaluate_provider(
-            arms, provider, trials=trials, concurrency=16, out=tmp_path / ex.replace(":", "-"),
-            executor=ex, report=False,
+            arms,
+            provider,
+            trials=trials,
+            concurrency=16,
+            out=tmp_path / ex.replace(":", "-"),
+            executor=ex,
+            report=False,
         )
         for ex in ("local", "dask-local:2")
     }
@@ -74,13 +80,16 @@ def barrier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def cluster(barrier: Path) -> Iterator[distributed.Client]:
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=8,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-    ) as lc, distributed.Client(lc, set_as_default=False) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=8,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as lc,
+        distributed.Client(lc, set_as_default=False) as client,
+    ):
         yield client
 
 
@@ -109,9 +118,23 @@ def test_a_killed_worker_loses_no_episode_and_doubles_none(
     out = tmp_path / "run"
     harness = subprocess.Popen(
         [
-            sys.executable, "-m", "effectbench", "run", "--provider", "mockmed",
-            "--arm", "dask_arms:BarrierArm", "--trials", "2", "--concurrency", "18",
-            "--executor", address.replace("tcp://", "dask://"), "--out", str(out), "-q",
+            sys.executable,
+            "-m",
+            "effectbench",
+            "run",
+            "--provider",
+            "mockmed",
+            "--arm",
+            "dask_arms:BarrierArm",
+            "--trials",
+            "2",
+            "--concurrency",
+            "18",
+            "--executor",
+            address.replace("tcp://", "dask://"),
+            "--out",
+            str(out),
+            "-q",
         ],
         env=_harness_env(TESTS),
         stdout=subprocess.PIPE,
@@ -158,13 +181,24 @@ def test_a_worker_without_the_plugin_says_so_in_one_line(
     )
     address = cluster.scheduler.address.replace("tcp://", "dask://")
     done = _cli(
-        "run", "--arm", "harness_only_arm:Arm", "--trials", "1", "--executor", address,
-        "--out", str(tmp_path / "run"), "-q", env=_harness_env(only_here, TESTS),
+        "run",
+        "--arm",
+        "harness_only_arm:Arm",
+        "--trials",
+        "1",
+        "--executor",
+        address,
+        "--out",
+        str(tmp_path / "run"),
+        "-q",
+        env=_harness_env(only_here, TESTS),
     )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "install the provider's and arms' distributions in every worker's environment" in lines[0]
+    assert (
+        "install the provider's and arms' distributions in every worker's environment" in lines[0]
+    )
     assert "Traceback" not in done.stderr
 
 
@@ -174,7 +208,9 @@ def test_without_dask_the_executor_says_how_to_install_it(tmp_path: Path) -> Non
         "from effectbench.cli import main\n"
         f"sys.exit(main(['run', '--executor', 'dask-local:2', '--out', {str(tmp_path / 'r')!r}]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install 'effectbench[dask]'" in lines[0], done.stderr
@@ -196,6 +232,6 @@ async def test_the_writer_keeps_a_given_timestamp_and_assigns_seq_and_hash(tmp_p
         await writer.emit("x.one", {"a": 1}, "ep", 123.5)
         await writer.emit("x.two", {"a": 2}, "ep")
     lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
-    assert [(e["seq"], e["ts"]) for e in lines][0] == (0, 123.5)
+    assert (lines[0]["seq"], lines[0]["ts"]) == (0, 123.5)
     assert lines[1]["seq"] == 1 and lines[1]["ts"] > 1e9
     assert [e.type for e in read_log(path)] == ["x.one", "x.two"]

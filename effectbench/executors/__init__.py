@@ -32,13 +32,11 @@ def parse(text: str) -> Executor | None:
     value = text.strip()
     if value == "local":
         return None
-    if value.startswith("dask://") or value.startswith("dask-local:"):
+    if value.startswith(("dask://", "dask-local:")):
         from effectbench.executors.dask import DaskExecutor
 
         return DaskExecutor.parse(value)
-    raise ExecutorError(
-        f"--executor must be local, dask://HOST:PORT or dask-local:N, got {text!r}"
-    )
+    raise ExecutorError(f"--executor must be local, dask://HOST:PORT or dask-local:N, got {text!r}")
 
 
 __all__ = ["INSTALL_HINT", "Executor", "ExecutorError", "parse"]

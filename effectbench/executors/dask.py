@@ -41,6 +41,10 @@ MAX_LOST = 3
 """Times one episode may lose its worker before it is recorded as failed (``unknown``)."""
 
 Entry = tuple[str, Mapping[str, Any], str | None, float | None]
+Done = tuple[list[Entry], EpisodeOutcome]
+TASKS_PER_WORKER = 8
+"""Batches in flight per worker: enough to keep its event loop busy while results travel."""
+MAX_BATCH = 64
 
 
 class WorkerStartError(Exception):
@@ -145,19 +149,28 @@ async def _start(setup: WorkerSetup) -> _WorkerRun | WorkerStartError:
     return run
 
 
-async def run_episode_on_worker(
-    setup: WorkerSetup, spec: EpisodeSpec
-) -> tuple[list[Entry], EpisodeOutcome]:
-    """The Dask task: one whole episode, its events and its outcome."""
-    run = await _worker_run(setup)
+async def _one_episode(run: _WorkerRun, spec: EpisodeSpec, out: list[Done], i: int) -> None:
     ep = spec.episode_id
     run.buffers[ep] = []
     try:
         await run.scheduler.run_episode(spec)
-        return run.buffers[ep], run.outcomes[ep]
+        out[i] = (run.buffers[ep], run.outcomes[ep])
     finally:
         run.buffers.pop(ep, None)
         run.outcomes.pop(ep, None)
+
+
+async def run_batch_on_worker(setup: WorkerSetup, specs: list[EpisodeSpec]) -> list[Done]:
+    """The Dask task: a batch of whole episodes, run concurrently; their events and outcomes.
+
+    A batch, not one episode per task: Dask costs milliseconds per task (docs/scale-out.md),
+    more than a slow agent's episodes can hide at a high concurrency."""
+    run = await _worker_run(setup)
+    out: list[Done] = [([], EpisodeOutcome(spec, FailureClass.UNKNOWN)) for spec in specs]
+    async with anyio.create_task_group() as tg:
+        for i, spec in enumerate(specs):
+            tg.start_soon(_one_episode, run, spec, out, i)
+    return out
 
 
 async def stop_on_worker(run_id: str, timeout: float) -> str | None:
@@ -194,8 +207,10 @@ def _setup(scheduler: Scheduler) -> WorkerSetup:
     refs = scheduler.plan.refs
     prov_ref = refs.get("provider")
     arm_refs = list(refs.get("arms") or [])
-    if not isinstance(prov_ref, str) or len(arm_refs) != len(scheduler.plan.arms) or not all(
-        isinstance(r, str) for r in arm_refs
+    if (
+        not isinstance(prov_ref, str)
+        or len(arm_refs) != len(scheduler.plan.arms)
+        or not all(isinstance(r, str) for r in arm_refs)
     ):
         raise ExecutorError(
             "the dask executor builds the provider and arms on each worker, so give them as "
@@ -203,6 +218,12 @@ def _setup(scheduler: Scheduler) -> WorkerSetup:
         )
     options = attrs.evolve(scheduler.options, handle_signals=False)
     return WorkerSetup(scheduler.run_id, scheduler.plan, prov_ref, tuple(arm_refs), options)
+
+
+def batch_size(concurrency: int, workers: int) -> int:
+    """Episodes per Dask task, so that about TASKS_PER_WORKER tasks per worker hold
+    ``concurrency`` episodes in flight."""
+    return max(1, min(MAX_BATCH, concurrency // (TASKS_PER_WORKER * workers)))
 
 
 @attrs.frozen
@@ -225,7 +246,9 @@ class DaskExecutor:
             rest = value.removeprefix("dask://")
             host, _, port = rest.rpartition(":")
             if not host or not port.isdigit():
-                raise ExecutorError(f"--executor dask://HOST:PORT needs a host and port, got {value!r}")
+                raise ExecutorError(
+                    f"--executor dask://HOST:PORT needs a host and port, got {value!r}"
+                )
             executor = cls(f"tcp://{rest}")
         _import_distributed()
         return executor
@@ -248,20 +271,23 @@ class DaskExecutor:
             return
         import logging
 
-        slots = max(1, math.ceil(concurrency / self.n_workers))
-        async with distributed.LocalCluster(
-            n_workers=self.n_workers,
-            threads_per_worker=slots,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            asynchronous=True,
-            silence_logs=logging.ERROR,
-        ) as cluster:
-            async with distributed.Client(
+        batch = batch_size(concurrency, self.n_workers)
+        slots = max(1, math.ceil(concurrency // batch / self.n_workers))
+        async with (
+            distributed.LocalCluster(
+                n_workers=self.n_workers,
+                threads_per_worker=slots,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+                asynchronous=True,
+                silence_logs=logging.CRITICAL,
+            ) as cluster,
+            distributed.Client(
                 cluster, asynchronous=True, set_as_default=False, direct_to_workers=True
-            ) as client:
-                yield client
+            ) as client,
+        ):
+            yield client
 
     async def run_all(self, scheduler: Scheduler, pending: Iterable[EpisodeSpec]) -> None:
         setup = _setup(scheduler)
@@ -269,7 +295,9 @@ class DaskExecutor:
         async with self._client(scheduler.options.concurrency) as client:
             await client.run_on_scheduler(_no_retries)
             [shared] = await client.scatter([setup], broadcast=True, hash=False)
-            run = _HarnessRun(scheduler, client, shared, distributed.KilledWorker)
+            workers = max(1, self.n_workers or len(client.scheduler_info()["workers"]))
+            batch = batch_size(scheduler.options.concurrency, workers)
+            run = _HarnessRun(scheduler, client, shared, distributed.KilledWorker, batch)
             try:
                 await run.run(pending)
             finally:
@@ -283,43 +311,48 @@ class _HarnessRun:
     client: Any
     shared: Any
     killed: type[BaseException]
+    batch: int
     inflight: set[Any] = attrs.Factory(set)
 
     async def run(self, pending: Iterable[EpisodeSpec]) -> None:
-        limiter = anyio.CapacityLimiter(self.scheduler.options.concurrency)
+        # in flight: at most ``concurrency`` episodes, in tasks of up to ``batch`` each
+        limiter = anyio.CapacityLimiter(max(1, self.scheduler.options.concurrency // self.batch))
+        specs = iter(pending)
         async with anyio.create_task_group() as tg:
-            for spec in pending:
+            while True:
                 token = object()
                 await limiter.acquire_on_behalf_of(token)
-                if self.scheduler._start_error is not None:
+                chunk = [spec for _, spec in zip(range(self.batch), specs, strict=False)]
+                if not chunk or self.scheduler._start_error is not None:
                     limiter.release_on_behalf_of(token)
-                    return
-                tg.start_soon(self._slot, spec, limiter, token, tg.cancel_scope)
-                self.scheduler.note_started()
-            self.scheduler.note_started(all_started=True)
+                    break
+                tg.start_soon(self._slot, chunk, limiter, token, tg.cancel_scope)
+                for _ in chunk:
+                    self.scheduler.note_started()
+            if self.scheduler._start_error is None:
+                self.scheduler.note_started(all_started=True)
 
     async def _slot(
-        self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object, group: Any
+        self, chunk: list[EpisodeSpec], limiter: anyio.CapacityLimiter, token: object, group: Any
     ) -> None:
         try:
-            await self._episode(spec, group)
+            await self._batch(chunk, group)
         finally:
             limiter.release_on_behalf_of(token)
 
-    async def _episode(self, spec: EpisodeSpec, group: Any) -> None:
-        ep = spec.episode_id
+    async def _batch(self, chunk: list[EpisodeSpec], group: Any) -> None:
         for _ in range(MAX_LOST + 1):
             future = self.client.submit(
-                run_episode_on_worker,
+                run_batch_on_worker,
                 self.shared,
-                spec,
-                key=f"effectbench-episode-{uuid.uuid4().hex}",
+                chunk,
+                key=f"effectbench-episodes-{uuid.uuid4().hex}",
                 pure=False,
                 retries=0,
             )
             self.inflight.add(future)
             try:
-                entries, outcome = await future
+                done: list[Done] = await future
             except WorkerStartError as exc:
                 self.scheduler.fail_start(
                     f"{exc}; nothing more ran. Fix it, then continue with: "
@@ -328,12 +361,19 @@ class _HarnessRun:
                 group.cancel()
                 return
             except self.killed:
-                log.warning("episode.worker_lost", ep=ep)
-                continue  # nothing of it was written: run it again on a fresh system of record
+                # nothing of these was written: run them again on fresh systems of record
+                log.warning("episodes.worker_lost", episodes=len(chunk))
+                continue
             finally:
                 self.inflight.discard(future)
-            await self.scheduler.record_episode(entries, outcome)
+            for entries, outcome in done:
+                await self.scheduler.record_episode(entries, outcome)
             return
+        for spec in chunk:
+            await self._lost(spec)
+
+    async def _lost(self, spec: EpisodeSpec) -> None:
+        ep = spec.episode_id
         await self.scheduler.record_episode(
             [
                 (EpisodePlanned.TYPE, self.scheduler.planned_data(spec), ep, None),
