@@ -17,7 +17,6 @@ once, and stopped at the end of the run.
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -31,7 +30,7 @@ import structlog
 
 from effectbench.events import EpisodeFailed, EpisodePlanned
 from effectbench.executors import INSTALL_HINT, ExecutorError
-from effectbench.model import FailureClass
+from effectbench.model import AgentReport, FailureClass, Snapshot
 from effectbench.plan import EpisodeSpec, Plan
 from effectbench.scheduler import EpisodeOutcome, Scheduler, SchedulerOptions
 
@@ -41,7 +40,10 @@ MAX_LOST = 3
 """Times one episode may lose its worker before it is recorded as failed (``unknown``)."""
 
 Entry = tuple[str, Mapping[str, Any], str | None, float | None]
-Done = tuple[list[Entry], EpisodeOutcome]
+Done = tuple[
+    list[Entry], tuple[FailureClass | None, AgentReport | None, Snapshot | None, Snapshot | None]
+]
+"""An episode as it travels back: its events and its outcome without the spec."""
 TASKS_PER_WORKER = 8
 """Batches in flight per worker: enough to keep its event loop busy while results travel."""
 MAX_BATCH = 64
@@ -149,12 +151,32 @@ async def _start(setup: WorkerSetup) -> _WorkerRun | WorkerStartError:
     return run
 
 
+def _slim(entries: list[Entry], outcome: EpisodeOutcome) -> Done:
+    """What the harness cannot rebuild itself: it holds each spec, so the planned event's
+    data (the resolved effect, the bulk of an episode's bytes) and the outcome's spec do
+    not travel back; the planned event keeps its time."""
+    if entries and entries[0][0] == EpisodePlanned.TYPE:
+        type_, _, ep, ts = entries[0]
+        entries[0] = (type_, {}, ep, ts)
+    return entries, (outcome.failure_class, outcome.report, outcome.pre, outcome.post)
+
+
+def _fill(
+    spec: EpisodeSpec, done: Done, scheduler: Scheduler
+) -> tuple[list[Entry], EpisodeOutcome]:
+    entries, (failure_class, report, pre, post) = done
+    if entries and entries[0][0] == EpisodePlanned.TYPE:
+        type_, _, ep, ts = entries[0]
+        entries[0] = (type_, scheduler.planned_data(spec), ep, ts)
+    return entries, EpisodeOutcome(spec, failure_class, report, pre, post)
+
+
 async def _one_episode(run: _WorkerRun, spec: EpisodeSpec, out: list[Done], i: int) -> None:
     ep = spec.episode_id
     run.buffers[ep] = []
     try:
         await run.scheduler.run_episode(spec)
-        out[i] = (run.buffers[ep], run.outcomes[ep])
+        out[i] = _slim(run.buffers[ep], run.outcomes[ep])
     finally:
         run.buffers.pop(ep, None)
         run.outcomes.pop(ep, None)
@@ -166,7 +188,7 @@ async def run_batch_on_worker(setup: WorkerSetup, specs: list[EpisodeSpec]) -> l
     A batch, not one episode per task: Dask costs milliseconds per task (docs/scale-out.md),
     more than a slow agent's episodes can hide at a high concurrency."""
     run = await _worker_run(setup)
-    out: list[Done] = [([], EpisodeOutcome(spec, FailureClass.UNKNOWN)) for spec in specs]
+    out: list[Done] = [([], (FailureClass.UNKNOWN, None, None, None)) for _ in specs]
     async with anyio.create_task_group() as tg:
         for i, spec in enumerate(specs):
             tg.start_soon(_one_episode, run, spec, out, i)
@@ -226,6 +248,12 @@ def batch_size(concurrency: int, workers: int) -> int:
     return max(1, min(MAX_BATCH, concurrency // (TASKS_PER_WORKER * workers)))
 
 
+def local_slots(concurrency: int, workers: int) -> int:
+    """Tasks each LocalCluster worker runs at once: never more episodes than ``concurrency``
+    in all (at least one task per worker)."""
+    return max(1, concurrency // batch_size(concurrency, workers) // workers)
+
+
 @attrs.frozen
 class DaskExecutor:
     """``dask://HOST:PORT`` (a running scheduler) or ``dask-local:N`` (a LocalCluster)."""
@@ -271,8 +299,7 @@ class DaskExecutor:
             return
         import logging
 
-        batch = batch_size(concurrency, self.n_workers)
-        slots = max(1, math.ceil(concurrency // batch / self.n_workers))
+        slots = local_slots(concurrency, self.n_workers)
         async with (
             distributed.LocalCluster(
                 n_workers=self.n_workers,
@@ -296,8 +323,14 @@ class DaskExecutor:
             await client.run_on_scheduler(_no_retries)
             [shared] = await client.scatter([setup], broadcast=True, hash=False)
             workers = max(1, self.n_workers or len(client.scheduler_info()["workers"]))
-            batch = batch_size(scheduler.options.concurrency, workers)
-            run = _HarnessRun(scheduler, client, shared, distributed.KilledWorker, batch)
+            concurrency = scheduler.options.concurrency
+            batch = batch_size(concurrency, workers)
+            tasks = max(1, concurrency // batch)
+            if self.address is None and local_slots(concurrency, workers) * workers <= tasks:
+                # our own workers' slots already bound what runs: one more batch per worker
+                # may wait on it, so a freed slot starts the next without a round trip here
+                tasks += workers
+            run = _HarnessRun(scheduler, client, shared, distributed.KilledWorker, batch, tasks)
             try:
                 await run.run(pending)
             finally:
@@ -312,11 +345,13 @@ class _HarnessRun:
     shared: Any
     killed: type[BaseException]
     batch: int
+    tasks: int
+    """Batches submitted at once."""
     inflight: set[Any] = attrs.Factory(set)
 
     async def run(self, pending: Iterable[EpisodeSpec]) -> None:
         # in flight: at most ``concurrency`` episodes, in tasks of up to ``batch`` each
-        limiter = anyio.CapacityLimiter(max(1, self.scheduler.options.concurrency // self.batch))
+        limiter = anyio.CapacityLimiter(self.tasks)
         specs = iter(pending)
         async with anyio.create_task_group() as tg:
             while True:
@@ -366,8 +401,8 @@ class _HarnessRun:
                 continue
             finally:
                 self.inflight.discard(future)
-            for entries, outcome in done:
-                await self.scheduler.record_episode(entries, outcome)
+            for spec, slim in zip(chunk, done, strict=True):
+                await self.scheduler.record_episode(*_fill(spec, slim, self.scheduler))
             return
         for spec in chunk:
             await self._lost(spec)
