@@ -24,6 +24,9 @@ from effectbench.api import evaluate_provider
 from effectbench.events import TERMINAL_TYPES
 from effectbench.log import open_log_writer, read_log
 
+# Two test processes may each start a cluster: the second's HTTP server takes another port.
+pytestmark = pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning")
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -235,3 +238,36 @@ async def test_the_writer_keeps_a_given_timestamp_and_assigns_seq_and_hash(tmp_p
     assert (lines[0]["seq"], lines[0]["ts"]) == (0, 123.5)
     assert lines[1]["seq"] == 1 and lines[1]["ts"] > 1e9
     assert [e.type for e in read_log(path)] == ["x.one", "x.two"]
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_stops_a_dask_run_and_resume_finishes_it(tmp_path: Path, barrier: Path) -> None:
+    out = tmp_path / "run"
+    env = _harness_env(TESTS)
+    harness = subprocess.Popen(
+        [
+            sys.executable, "-m", "effectbench", "run", "--provider", "mockmed",
+            "--arm", "dask_arms:BarrierArm", "--trials", "1", "--concurrency", "4",
+            "--executor", "dask-local:2", "--out", str(out), "-q",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
+        harness.send_signal(signal.SIGTERM)
+        _, err = harness.communicate(timeout=240)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    assert harness.returncode == 128 + signal.SIGTERM, err
+    assert f"effectbench run --resume {out}" in err
+    assert len(_terminals(out / "events.jsonl")) < 9
+    (barrier / "go").touch()
+    done = _cli("run", "--resume", str(out), "--executor", "dask-local:2", "-q", env=env)
+    assert done.returncode == 0, done.stderr
+    counts = _terminals(out / "events.jsonl")
+    assert len(counts) == 9 and set(counts.values()) == {1}, counts
+    assert _cli("verify", str(out)).returncode == 0

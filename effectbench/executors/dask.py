@@ -298,10 +298,13 @@ class DaskExecutor:
                 yield client
             return
         import logging
+        import warnings
 
         slots = local_slots(concurrency, self.n_workers)
-        async with (
-            distributed.LocalCluster(
+        with warnings.catch_warnings():
+            # its (dashboard-less) HTTP server says so when another cluster holds port 8787
+            warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+            cluster = await distributed.LocalCluster(
                 n_workers=self.n_workers,
                 threads_per_worker=slots,
                 processes=True,
@@ -309,7 +312,9 @@ class DaskExecutor:
                 dashboard_address=None,
                 asynchronous=True,
                 silence_logs=logging.CRITICAL,
-            ) as cluster,
+            )
+        async with (
+            cluster,
             distributed.Client(
                 cluster, asynchronous=True, set_as_default=False, direct_to_workers=True
             ) as client,
