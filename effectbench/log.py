@@ -499,7 +499,8 @@ class LogWriter:
 
     ``emit`` serialises ``data`` (so a bad payload raises at the caller) and queues it;
     it waits only when the queue is full. The writer stamps ``ts`` per batch, so ``ts``
-    never decreases along ``seq`` (unless the wall clock itself steps back). After the context
+    never decreases along ``seq`` (unless the wall clock itself steps back, or an event
+    brings its own ``ts`` from a Dask worker). After the context
     exits, ``count`` (events in the whole file), ``written`` (by this writer),
     ``last_seq`` and ``last_hash`` describe the log (the manifest records the hash).
     """
