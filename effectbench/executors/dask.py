@@ -47,6 +47,8 @@ Done = tuple[
 TASKS_PER_WORKER = 8
 """Batches in flight per worker: enough to keep its event loop busy while results travel."""
 MAX_BATCH = 64
+CLOSE_TIMEOUT = 30.0
+"""Seconds to close the client and a local cluster at the end of a run."""
 
 
 class WorkerStartError(Exception):
@@ -209,6 +211,12 @@ async def stop_on_worker(run_id: str, timeout: float) -> str | None:
     return f"did not finish within {timeout:g}s" if scope.cancelled_caught else None
 
 
+async def _closed(thing: Any) -> None:
+    """Close a client or cluster even while the run is being cancelled (Ctrl-C), bounded."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
+        await thing.close()
+
+
 def _no_retries(dask_scheduler: Any) -> None:
     """Dask re-runs a task whose worker died; we re-run the episode ourselves."""
     dask_scheduler.allowed_failures = 0
@@ -294,32 +302,39 @@ class DaskExecutor:
                     f"cannot reach the Dask scheduler at {self.address} ({exc}); start it with "
                     "`dask scheduler` and give its address"
                 ) from None
-            async with client:
+            try:
                 yield client
+            finally:
+                await _closed(client)
             return
+        cluster = await self._local_cluster(distributed, concurrency)
+        try:
+            client = await distributed.Client(
+                cluster, asynchronous=True, set_as_default=False, direct_to_workers=True
+            )
+            try:
+                yield client
+            finally:
+                await _closed(client)
+        finally:
+            await _closed(cluster)
+
+    async def _local_cluster(self, distributed: Any, concurrency: int) -> Any:
         import logging
         import warnings
 
-        slots = local_slots(concurrency, self.n_workers)
         with warnings.catch_warnings():
             # its (dashboard-less) HTTP server says so when another cluster holds port 8787
             warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
-            cluster = await distributed.LocalCluster(
+            return await distributed.LocalCluster(
                 n_workers=self.n_workers,
-                threads_per_worker=slots,
+                threads_per_worker=local_slots(concurrency, self.n_workers),
                 processes=True,
                 host="127.0.0.1",
                 dashboard_address=None,
                 asynchronous=True,
                 silence_logs=logging.CRITICAL,
             )
-        async with (
-            cluster,
-            distributed.Client(
-                cluster, asynchronous=True, set_as_default=False, direct_to_workers=True
-            ) as client,
-        ):
-            yield client
 
     async def run_all(self, scheduler: Scheduler, pending: Iterable[EpisodeSpec]) -> None:
         setup = _setup(scheduler)
