@@ -315,7 +315,7 @@ async def execute(
 
 
 def _executor(text: str) -> Any:
-    """The ``--executor`` value as an executor (None: this process, the default)."""
+    """The ``--executor`` value as an executor (``local``, the default, runs episodes here)."""
     from effectbench.executors import ExecutorError, parse
 
     try:

@@ -2,7 +2,7 @@
 
 The scheduler stays the one writer of the log either way; an executor only decides
 where each whole episode runs and hands its events back to be written. ``parse`` turns
-the ``--executor`` value into one (None for local: the scheduler's own in-process path).
+the ``--executor`` value into one (``local`` is the scheduler's own in-process path).
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ class Executor(Protocol):
         ...
 
 
-def parse(text: str) -> Executor | None:
-    """``local`` (None), ``dask://HOST:PORT`` or ``dask-local:N``."""
+def parse(text: str) -> Executor:
+    """``local``, ``dask://HOST:PORT`` or ``dask-local:N``."""
     value = text.strip()
     if value == "local":
-        return None
+        from effectbench.executors.local import LocalExecutor
+
+        return LocalExecutor()
     if value.startswith(("dask://", "dask-local:")):
         from effectbench.executors.dask import DaskExecutor
 
