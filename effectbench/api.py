@@ -124,6 +124,27 @@ def _resolve_arms(
     return out, refs
 
 
+def _check_executor_fits(arms: Mapping[str, Arm], runner: Any) -> None:
+    """Browser arms and protocol agents hold a resource the harness process owns (the
+    browser pool, the agent process): they run with the local executor only."""
+    from effectbench.browser import uses_browser
+    from effectbench.executors.local import LocalExecutor
+
+    if runner is None or isinstance(runner, LocalExecutor):
+        return
+
+    held = sorted(
+        name
+        for name, arm in arms.items()
+        if uses_browser(arm) or getattr(arm, "lifespan", None) is not None
+    )
+    if held:
+        raise RunError(
+            f"arm {', '.join(held)} needs the harness's own browser or agent process and runs "
+            "with --executor local only; drop --executor or run that arm separately"
+        )
+
+
 def _preflight_arms(arms: Mapping[str, Arm]) -> None:
     """Before anything is written: an arm with a ``preflight()`` (e.g. ``llm`` with no
     endpoint configured) may refuse the run in one line."""
@@ -246,6 +267,7 @@ async def execute(
     runs_root: str | os.PathLike[str] = "runs",
     report: bool = True,
     provider_options: Mapping[str, str] | None = None,
+    executor: str = "local",
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
@@ -272,6 +294,7 @@ async def execute(
         )
     except ValueError as exc:
         raise RunError(str(exc)) from None
+    runner = _executor(executor)
 
     state: ResumeState | None = None
     if resume is not None:
@@ -314,6 +337,7 @@ async def execute(
     arm_map, arm_refs_used = _resolve_arms(arms if arms is not None else DEFAULT_ARMS, registry)
     _check_browser(arm_map)
     _preflight_arms(arm_map)
+    _check_executor_fits(arm_map, runner)
     arm_map = _apply_isolation(arm_map, isolate)
     try:
         tasks = list(prov.tasks())
@@ -356,7 +380,14 @@ async def execute(
         _prepare_out(run_dir, force)
 
     scheduler = Scheduler(
-        plan, prov, arm_map, run_dir, run_id=run_id, options=options, observer=observer
+        plan,
+        prov,
+        arm_map,
+        run_dir,
+        run_id=run_id,
+        options=options,
+        observer=observer,
+        executor=runner,
     )
     built: list[tuple[dict[str, Any], str]] = []
 
@@ -366,7 +397,12 @@ async def execute(
         )
 
     # Built while the scheduler still holds the run's lock, and only from its own log.
-    outcome = await scheduler.run(state, finish=finish)
+    from effectbench.executors import ExecutorError
+
+    try:
+        outcome = await scheduler.run(state, finish=finish)
+    except ExecutorError as exc:
+        raise RunError(str(exc)) from None
     if outcome.interrupted:
         return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
     metrics, summary = built[0]
@@ -391,6 +427,16 @@ async def _preflight(prov: BenchmarkProvider, options: Mapping[str, str]) -> Non
     except Exception as exc:  # noqa: BLE001 - third-party code; reported as one line
         message = " ".join(str(exc).split()) or type(exc).__name__
         raise RunError(f"provider {prov.name!r} cannot run: {message}") from None
+
+
+def _executor(text: str) -> Any:
+    """The ``--executor`` value as an executor (``local``, the default, runs episodes here)."""
+    from effectbench.executors import ExecutorError, parse
+
+    try:
+        return parse(text)
+    except ExecutorError as exc:
+        raise RunError(str(exc)) from None
 
 
 def _as_list(arm: ArmLike | Sequence[ArmLike]) -> list[ArmLike]:

@@ -185,6 +185,14 @@ def _given(ctx: click.Context, name: str) -> bool:
     help="Contain protocol agents (exec:...) in namespaces; --isolate fails where the host "
     "cannot. [default: contain when the host can, else say so]",
 )
+@click.option(
+    "--executor",
+    default="local",
+    show_default=True,
+    metavar="WHERE",
+    help="Where episodes run: local, dask://HOST:PORT (a Dask scheduler) or dask-local:N "
+    "(N local worker processes); needs effectbench[dask] for Dask.",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -204,6 +212,7 @@ def run(
     screenshots: str,
     pg_dsn: str | None,
     isolate: bool | None,
+    executor: str,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -244,6 +253,7 @@ def run(
         provider_timeout=provider_timeout,
         screenshots=screenshots,
         isolate=isolate,
+        executor=executor,
         force=force,
         report=not no_report,
         provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,

@@ -367,6 +367,7 @@ class Scheduler:
         run_id: str,
         options: SchedulerOptions = SchedulerOptions(),
         observer: Observer | None = None,
+        executor: Any = None,
     ) -> None:
         missing = [a for a in plan.arms if a not in arms]
         if missing:
@@ -389,6 +390,9 @@ class Scheduler:
 
         self._browser_arms = frozenset(n for n, a in arms.items() if uses_browser(a))
         self._browsers: BrowserPool | None = None
+        self._writer: Any = None
+        self.executor = executor
+        """Where episodes run (effectbench.executors); None runs them here, as always."""
 
     @property
     def log_path(self) -> Path:
@@ -436,6 +440,7 @@ class Scheduler:
                 )
             emit = writer.emit
             self._emit = emit
+            self._writer = writer
             if resume is None:
                 await emit(
                     RunStarted.TYPE,
@@ -475,7 +480,10 @@ class Scheduler:
                     with anyio.CancelScope() as work:
                         if self.options.handle_signals:
                             outer.start_soon(self._watch_signals, work, caught)
-                        await self._run_all(pending)
+                        if self.executor is None:
+                            await self._run_all(pending)
+                        else:
+                            await self.executor.run_all(self, pending)
                     # Interrupted means an episode of this session has no terminal event, for
                     # whatever reason; a signal after the last episode ended interrupts nothing.
                     done = self._finished + self._failed
@@ -617,6 +625,50 @@ class Scheduler:
                 tg.start_soon(self._episode_slot, spec, limiter, token)
                 self._started += 1
             self._all_started = True
+
+    # ---- executor seam: what effectbench.executors needs to run episodes elsewhere ----
+
+    def bind_emit(
+        self, emit: Callable[[str, Mapping[str, Any], str | None], Awaitable[None]] | None
+    ) -> None:
+        """Route this scheduler's episode events to ``emit`` (a worker buffers them)."""
+        self._emit = emit
+
+    async def run_episode(self, spec: EpisodeSpec) -> None:
+        """One whole episode, exactly as the local path runs it, into the bound emit."""
+        await self._episode(spec)
+
+    def planned_data(self, spec: EpisodeSpec) -> dict[str, Any]:
+        return self._planned_data(spec)
+
+    def fail_start(self, message: str) -> None:
+        """The provider could not start (on a worker): end the run as a failed start does."""
+        if self._start_error is None:
+            self._start_error = ProviderStartError(message)
+
+    def note_started(self, *, all_started: bool = False) -> None:
+        if all_started:
+            self._all_started = True
+        else:
+            self._started += 1
+
+    async def record_episode(
+        self,
+        entries: Sequence[tuple[str, Mapping[str, Any], str | None, float | None]],
+        outcome: EpisodeOutcome,
+    ) -> None:
+        """Write a whole episode that ran elsewhere (its events keep their timestamps)."""
+        emit = self._writer.emit
+        for type_, data, ep, ts in entries:
+            await emit(type_, data, ep, ts)
+        if outcome.failure_class is None:
+            self._finished += 1
+        else:
+            self._failed += 1
+        if self.observer is not None:
+            self.observer.episode_done(outcome)
+
+    # ---- end of the executor seam ----
 
     async def _episode_slot(
         self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object
