@@ -22,10 +22,10 @@ import attrs
 
 from effectbench.model import TaskSpec
 from effectbench.provider import EnvHandle, Oracle, ProvisionedEpisode, Telemetry
+from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
-from effectbench_mockmed.server import LocalServer
 from effectbench_mockmed.store import (
     ANCHOR_SCHEMA,
     EncounterStore,
@@ -170,7 +170,7 @@ class MockMedProvider:
             template = root / "template.db"
             build_template(template, self.pack.schema)
             episodes = Episodes()
-            server = LocalServer(build_app(episodes))
+            server = LocalServer(build_app(episodes), label="MockMed's HTTP server")
             await server.start()
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
