@@ -48,6 +48,7 @@ from effectbench.events import (
     EpisodeFinished,
     EpisodePlanned,
     EpisodeProvisioned,
+    Injected,
     PostRead,
     PreSnapshot,
     Reported,
@@ -58,6 +59,7 @@ from effectbench.events import (
 from effectbench.model import AgentReport, FailureClass, Snapshot
 from effectbench.plan import EpisodeSpec, Plan, episodes
 from effectbench.provider import (
+    ActionRecord,
     BenchmarkProvider,
     ModelCall,
     Oracle,
@@ -233,6 +235,17 @@ def _sum_known(values: Iterable[float | int | None]) -> Any:
         total += v
         any_value = True
     return total if any_value else None
+
+
+def _injections(provisioned: ProvisionedEpisode) -> Sequence[ActionRecord]:
+    """The provider's injection records; a broken source becomes one record saying so."""
+    source = provisioned.injections
+    if source is None:
+        return ()
+    try:
+        return list(source())
+    except Exception as exc:  # noqa: BLE001 - provider code: its evidence is lost, the episode is not
+        return [ActionRecord("injections_unavailable", {"error": _one_line(exc)})]
 
 
 def _telemetry_data(calls: Sequence[ModelCall], n_actions: int) -> dict[str, Any]:
@@ -643,6 +656,10 @@ class Scheduler:
         for action in list(telemetry.actions):
             await emit(
                 ArmAction.TYPE, {"kind": str(action.kind), "detail": _json_safe(action.detail)}, ep
+            )
+        for injected in _injections(provisioned):
+            await emit(
+                Injected.TYPE, {"kind": str(injected.kind), "detail": _json_safe(injected.detail)}, ep
             )
         await emit(
             ArmTelemetry.TYPE,
