@@ -61,12 +61,14 @@ class _Browser:
             "__came_from": hidden.get("__came_from", self.base),
         }
         async with self.session.post(
-            form.action or self.base, data=data, allow_redirects=True
+            form.action or self.base, data=data, allow_redirects=False
         ) as resp:
             page = await resp.text(errors="replace")
-        saved, message = banner(page)
-        if not saved:
-            raise RuntimeError(f"login as {self._user} failed: {message or 'no banner'}")
+            location = resp.headers.get("Location", "")
+        # Success is a redirect carrying the welcome banner; not following it saves a page.
+        if resp.status != 302 or "ok_message=Welcome" not in location:
+            _, message = banner(page)
+            raise RuntimeError(f"login as {self._user} failed: {message or f'HTTP {resp.status}'}")
         self._logged_in = True
 
 
