@@ -1,7 +1,7 @@
 """Roundup behind the fault proxy: episodes per second at concurrency 1, 8 and 16, and RSS per live tracker.
 
 Each episode is what `effectbench run --provider roundup` does: copy the pristine
-tracker, start the episode's fault proxy and `roundup-server` (fork mode), log in,
+tracker, start the episode's fault proxy and `roundup-server` (thread mode), log in,
 open the form, post it through the proxy, follow the redirect, two oracle reads
 (SQLite + the message file store), stop the server, delete the copy. The arm is
 screen_only over the tasks --task selects (default the 22 on the CSRF-on tracker)

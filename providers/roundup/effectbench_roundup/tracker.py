@@ -37,7 +37,9 @@ NAME: Final = "tp"
 ADMIN_PASSWORD: Final = "admin-pw-effectbench"
 PBKDF2_ROUNDS: Final = 1000
 """Roundup's default (250,000) costs ~0.2 s of CPU per login; these are throwaway trackers."""
-READY_TIMEOUT_S: Final = 45.0
+READY_TIMEOUT_S: Final = 240.0
+"""Generous: on an overloaded machine a start can take a minute; `--provider-timeout`
+bounds the whole provision anyway."""
 MODE: Final = "thread"
 """roundup-server's multiprocess mode. The default, fork, forks a child per request that
 opens the tracker and compiles its templates again every time (0.11-0.25 s a page here,
