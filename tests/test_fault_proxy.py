@@ -320,3 +320,14 @@ async def test_an_unreachable_product_is_a_502_record() -> None:
         await proxy.stop()
     assert resp.status_code == 502 and "could not reach the product" in resp.text
     assert proxy.records()[0].action == "error"
+
+
+async def test_retarget_moves_forwarding_to_a_new_upstream(upstream: tuple[Upstream, str]) -> None:
+    app, base = upstream
+    proxy = await _proxy("http://127.0.0.1:1/", {})
+    try:
+        proxy.retarget(base)
+        assert (await _post(proxy, "urlencoded")).text == "stored"
+    finally:
+        await proxy.stop()
+    assert len(app.got) == 1

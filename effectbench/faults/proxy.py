@@ -273,6 +273,10 @@ class _Upstream:
             trust_env=False,
         )
 
+    def retarget(self, base: str) -> None:
+        parts = urlsplit(base)
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+
     async def send(self, req: _Request) -> _Response:
         headers = [(k, v) for k, v in req.headers if k.lower() not in HOP_BY_HOP]
         async with self._session.request(
@@ -535,6 +539,12 @@ class FaultProxy:
             await client.close()
             raise
         self._client, self._app, self._server = client, app, server
+
+    def retarget(self, upstream: str) -> None:
+        """Forward to ``upstream`` from now on (the product moved, e.g. to a fresh port)."""
+        self._upstream_url = upstream
+        if self._client is not None:
+            self._client.retarget(upstream)
 
     def records(self) -> tuple[ProxyRecord, ...]:
         return () if self._app is None else tuple(self._app.records)

@@ -147,7 +147,9 @@ class RoundupProvider:
             web = f"{proxy.base_url}{NAME}/"
             assert self._starting is not None
             async with self._starting:
-                await tracker.start(web, csrf=bool(task.fixture.get("csrf", True)))
+                await tracker.start(
+                    web, csrf=bool(task.fixture.get("csrf", True)), on_port=proxy.retarget
+                )
             session = aiohttp.ClientSession(
                 cookie_jar=aiohttp.CookieJar(unsafe=True),
                 timeout=aiohttp.ClientTimeout(total=self._http_timeout_s),

@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -46,6 +47,8 @@ opens the tracker and compiles its templates again every time (0.11-0.25 s a pag
 against 0.06-0.10 s in thread mode, which keeps them); a one-user episode gains
 nothing from fork's isolation."""
 STOP_TIMEOUT_S: Final = 5.0
+BIND_ATTEMPTS: Final = 3
+PROBE_TIMEOUT_S: Final = 5.0
 _PR_SET_PDEATHSIG: Final = 1
 _WEB: Final = re.compile(r"^web = .*$", re.MULTILINE)
 _CSRF: Final = re.compile(r"^csrf_enforce_token = .*$", re.MULTILINE)
@@ -119,6 +122,10 @@ def configure(home: Path, web: str, csrf: bool) -> None:
     config.write_text(text, encoding="utf-8")
 
 
+class _PortTaken(Exception):
+    """roundup-server could not bind its port: someone took it after we picked it."""
+
+
 class Tracker:
     """One episode's tracker: its folder and its ``roundup-server`` process."""
 
@@ -137,8 +144,27 @@ class Tracker:
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
-    async def start(self, web: str, csrf: bool) -> None:
+    async def start(
+        self, web: str, csrf: bool, on_port: Callable[[str], None] | None = None
+    ) -> None:
+        """Copy, configure and serve. The port is picked free but not held (roundup-server
+        binds it itself), so another process can take it first: then a fresh port is
+        tried, and ``on_port`` is told the new upstream URL (the proxy forwards there)."""
         await anyio.to_thread.run_sync(self._copy, web, csrf)
+        for attempt in range(BIND_ATTEMPTS):
+            if attempt:
+                self.port = _free_port()
+                if on_port is not None:
+                    on_port(self.upstream)
+            await self._spawn()
+            try:
+                await self._wait_ready()
+                return
+            except _PortTaken:
+                continue
+        raise RuntimeError(f"roundup-server found no free port in {BIND_ATTEMPTS} attempts")
+
+    async def _spawn(self) -> None:
         args = [roundup_bin("roundup-server")]
         if os.geteuid() == 0:
             args += ["-u", "root"]  # roundup-server refuses to run as root otherwise
@@ -156,7 +182,6 @@ class Tracker:
             )
         finally:
             log.close()
-        await self._wait_ready()
 
     def _copy(self, web: str, csrf: bool) -> None:
         shutil.copytree(self._pristine, self.home)
@@ -167,9 +192,15 @@ class Tracker:
         assert proc is not None
         url = f"{self.upstream}{NAME}/"
         deadline = anyio.current_time() + READY_TIMEOUT_S
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session:
+        # A short limit per probe: whoever holds a port we lost may accept and never answer.
+        probe = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)
+        async with aiohttp.ClientSession(
+            cookie_jar=aiohttp.DummyCookieJar(), timeout=probe
+        ) as session:
             while True:
                 if proc.returncode is not None:
+                    if "Unable to bind" in self._log_tail():
+                        raise _PortTaken
                     raise RuntimeError(
                         f"roundup-server exited with {proc.returncode}: {self._log_tail()}"
                     )
@@ -178,7 +209,7 @@ class Tracker:
                         await resp.read()
                         if resp.status == 200:
                             return
-                except aiohttp.ClientError:
+                except (aiohttp.ClientError, TimeoutError):
                     pass
                 if anyio.current_time() > deadline:
                     raise RuntimeError(

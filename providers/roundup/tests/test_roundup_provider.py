@@ -89,6 +89,24 @@ async def test_pristine_tracker_readback_and_teardown(provider: RoundupProvider)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
 
+    # a port taken between picking it and roundup-server binding it: a fresh one is used
+    import socket
+
+    from effectbench_roundup.tracker import Tracker
+
+    tracker = Tracker(provider.pristine, provider.pristine.parent / "port-race")
+    moved: list[str] = []
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        tracker.port = taken
+        try:
+            await tracker.start("http://127.0.0.1:1/tp/", True, on_port=moved.append)
+            assert tracker.port != taken and moved == [tracker.upstream]
+        finally:
+            await tracker.stop()
+
 
 @pytest.mark.timeout(240)
 async def test_defences_and_faults_through_the_scheduler(tmp_path: Path) -> None:
