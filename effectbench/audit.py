@@ -398,6 +398,7 @@ async def audit_provider(
     concurrency: int = 16,
     force: bool = False,
     registry: Any = None,
+    provider_timeout: float = 60.0,
 ) -> AuditReport:
     """Run the reference and every adversary over every task, then audit the log.
 
@@ -415,7 +416,14 @@ async def audit_provider(
         )
     try:
         result = await evaluate_provider_async(
-            audit_arms(), provider, trials=trials, concurrency=concurrency, out=out_dir, force=force, registry=registry
+            audit_arms(),
+            provider,
+            trials=trials,
+            concurrency=concurrency,
+            out=out_dir,
+            force=force,
+            registry=registry,
+            provider_timeout=provider_timeout,
         )
     except RunError as exc:
         raise AuditError(str(exc)) from None
@@ -462,6 +470,7 @@ def audit_cli_main(
     force: bool = False,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    provider_timeout: float = 60.0,
 ) -> int:
     """``effectbench audit --provider NAME``: 0 when every task is audited, 1 with the
     reasons when any task fails, 2 (one line on stderr) when the audit cannot run."""
@@ -475,9 +484,19 @@ def audit_cli_main(
     if trials < 1:
         print(f"effectbench audit: --trials must be a positive integer, got {trials}", file=err)
         return 2
+    if not provider_timeout > 0:
+        print(f"effectbench audit: --provider-timeout must be a positive number of seconds, got {provider_timeout}", file=err)
+        return 2
 
     async def go() -> AuditReport:
-        return await audit_provider(provider_name, out_dir=out_dir, trials=trials, concurrency=concurrency, force=force)
+        return await audit_provider(
+            provider_name,
+            out_dir=out_dir,
+            trials=trials,
+            concurrency=concurrency,
+            force=force,
+            provider_timeout=provider_timeout,
+        )
 
     try:
         report = anyio.run(go)

@@ -545,12 +545,24 @@ def reference(
 @_trials_option(2)
 @_concurrency_option(16)
 @_out_option("Audit run directory.")
+@click.option(
+    "--provider-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds one provisioning or one oracle read may take.",
+)
 @_force_option
-def audit(provider: str, trials: int, concurrency: int, out: Path | None, force: bool) -> int:
+def audit(
+    provider: str, trials: int, concurrency: int, out: Path | None, provider_timeout: float, force: bool
+) -> int:
     """Run the reference arm and every adversary over every task; exit 1 naming each task that fails."""
     from effectbench.audit import audit_cli_main
 
-    return audit_cli_main(provider, out, trials=trials, concurrency=concurrency, force=force)
+    return audit_cli_main(
+        provider, out, trials=trials, concurrency=concurrency, force=force, provider_timeout=provider_timeout
+    )
 
 
 @cli.command()

@@ -109,6 +109,16 @@ class ArmScreenshot:
 
 
 @attrs.frozen
+class Injected:
+    """What the provider's fault injection (e.g. the fault proxy) did to one of the arm's
+    requests: environment evidence, not an arm action, so it never counts as one."""
+
+    TYPE = "episode.injected"
+    kind: str
+    detail: Mapping[str, JSONScalar]
+
+
+@attrs.frozen
 class ArmTelemetry:
     """Model usage; each field None when the arm gave no source for it."""
 
@@ -174,6 +184,7 @@ EVENT_TYPES: Final[Mapping[str, type]] = {
         ArmStarted,
         ArmAction,
         ArmScreenshot,
+        Injected,
         ArmTelemetry,
         Reported,
         PostRead,

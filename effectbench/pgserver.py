@@ -481,7 +481,7 @@ class PgRun:
         released, inbox = anyio.create_memory_object_stream[str](float("inf"))
         self._released = released
         # A task of the running loop, not of a task group: open() and close() are separate
-        # calls (the same reason as effectbench_mockmed.server.LocalServer).
+        # calls (the same reason as effectbench.serve.LocalServer).
         self._dropper = asyncio.get_running_loop().create_task(
             self._drop_released(dropper_conn, inbox), name="effectbench-pg-dropper"
         )

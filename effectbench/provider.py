@@ -146,6 +146,10 @@ class ProvisionedEpisode:
     env: EnvHandle
     oracle: Oracle
     teardown: Callable[[], Awaitable[None]]
+    injections: Callable[[], Sequence[ActionRecord]] | None = None
+    """What the provider's fault injection did to the arm's traffic (e.g. a
+    ``FaultProxy``'s records), read once the arm has returned; each record becomes an
+    ``episode.injected`` event. None: the provider injects nothing it can report."""
 
 
 @runtime_checkable

@@ -50,6 +50,7 @@ from effectbench.events import (
     EpisodeFinished,
     EpisodePlanned,
     EpisodeProvisioned,
+    Injected,
     PostRead,
     PreSnapshot,
     Reported,
@@ -61,6 +62,7 @@ from effectbench.model import AgentReport, FailureClass, Snapshot
 from effectbench.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.provider import (
     SCREENSHOT_POLICIES,
+    ActionRecord,
     BenchmarkProvider,
     ModelCall,
     Oracle,
@@ -252,6 +254,17 @@ def _sum_known(values: Iterable[float | int | None]) -> Any:
         total += v
         any_value = True
     return total if any_value else None
+
+
+def _injections(provisioned: ProvisionedEpisode) -> Sequence[ActionRecord]:
+    """The provider's injection records; a broken source becomes one record saying so."""
+    source = provisioned.injections
+    if source is None:
+        return ()
+    try:
+        return list(source())
+    except Exception as exc:  # noqa: BLE001 - provider code: its evidence is lost, the episode is not
+        return [ActionRecord("injections_unavailable", {"error": _one_line(exc)})]
 
 
 def _telemetry_data(calls: Sequence[ModelCall], n_actions: int) -> dict[str, Any]:
@@ -920,6 +933,10 @@ class Scheduler:
             arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"
 
         await self._emit_telemetry(telemetry, ep)
+        for injected in _injections(provisioned):
+            await emit(
+                Injected.TYPE, {"kind": str(injected.kind), "detail": _json_safe(injected.detail)}, ep
+            )
         await emit(
             ArmTelemetry.TYPE,
             _telemetry_data(list(telemetry.model_calls), len(telemetry.actions)),

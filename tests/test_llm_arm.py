@@ -19,7 +19,7 @@ import anyio
 import orjson
 import pytest
 from effectbench_mockmed import PINNED
-from effectbench_mockmed.server import LocalServer
+from effectbench.serve import LocalServer
 from llm_server import Endpoint
 
 from effectbench.api import evaluate_provider_async

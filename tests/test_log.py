@@ -572,6 +572,7 @@ def test_logged_lines_validate_against_the_schema(tmp_path: Path) -> None:
         ev.EpisodeFinished(),
         ev.EpisodeFailed(FailureClass.AGENT, "arm", "x"),
         ev.EpisodeAbandoned("resume"),
+        ev.Injected("proxy.partial", {"path": "/tp/issue", "forwarded": 1}),
     ]
     path = tmp_path / "run.jsonl"
     write_events_sync(path, [event_entry(e, EP) for e in all_types])
@@ -600,9 +601,12 @@ def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: 
     _cli("run", "--resume", str(full))
     _cli("run", "--trials", "1", "--arm", "screen_only", "--episode-timeout", "1e-6",
          "--out", str(timed_out))  # fmt: skip
+    proxied = tmp_path / "proxied"  # episode.injected comes from the fault proxy
+    _cli("run", "--provider", "mockmed-proxy", "--trials", "1", "--arm", "screen_only",
+         "--out", str(proxied))  # fmt: skip
     schema = load_event_schema()
     seen = set()
-    for path in (log, timed_out / "events.jsonl"):
+    for path in (log, timed_out / "events.jsonl", proxied / "events.jsonl"):
         for raw in lines_of(path):
             line = orjson.loads(raw)
             assert _check(schema, line, schema) == [], raw

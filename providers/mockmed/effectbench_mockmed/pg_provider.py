@@ -27,11 +27,11 @@ import attrs
 
 from effectbench.model import Category, TaskSpec
 from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.pg_store import PG_FAULTS, PG_SCHEMA_DDL, PgEncounterStore, insert_rows
 from effectbench_mockmed.provider import HTTP_TIMEOUT_S, VERSION
-from effectbench_mockmed.server import LocalServer
 from effectbench_mockmed.store import COLUMNS, TABLE, StoreSchema, seed_tables
 from effectbench_mockmed.tasks import PREFIX, STALE_SEED, TASKS
 
@@ -181,7 +181,7 @@ class MockMedPgProvider:
         try:
             await run.open(self._build_template)
             episodes = Episodes()
-            server = LocalServer(build_app(episodes))
+            server = LocalServer(build_app(episodes), label="MockMed-pg's HTTP server")
             await server.start()
         except BaseException:
             with anyio.CancelScope(shield=True):
