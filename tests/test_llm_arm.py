@@ -19,7 +19,6 @@ import anyio
 import orjson
 import pytest
 from effectbench_mockmed import PINNED
-from effectbench.serve import LocalServer
 from llm_server import Endpoint
 
 from effectbench.api import evaluate_provider_async
@@ -34,6 +33,7 @@ from effectbench.arms.llm import (
 from effectbench.arms.llm.client import ChatClient, ModelEndpointError
 from effectbench.arms.llm.prices import load_prices
 from effectbench.provider import Telemetry
+from effectbench.serve import LocalServer
 
 PRICES = {
     "version": "test-2026",
