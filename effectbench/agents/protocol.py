@@ -130,7 +130,9 @@ def to_report(msg: Mapping[str, Any]) -> AgentReport:
 
 
 def to_model_call(msg: Mapping[str, Any]) -> ModelCall:
-    return ModelCall(**{key: msg.get(key) for key in _USAGE})
+    """A cost the agent reports is the arm's own figure (``cost_source`` "arm")."""
+    usage = {key: msg.get(key) for key in _USAGE}
+    return ModelCall(**usage, cost_source=None if usage.get("cost_usd") is None else "arm")
 
 
 def action_detail(msg: Mapping[str, Any]) -> dict[str, JSONScalar]:
