@@ -1,28 +1,43 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Both bootstrap a pinned uv into .tools/ and sync the locked dev environment
-# into .venv/ (first-party providers and the example plugin included).
+# into .venv/ (first-party providers and the example plugin included). --inexact:
+# a plugin the user installed into .venv (README) is kept, not removed as extraneous.
 PYTHON ?= python3
 UV_VERSION := 0.13.9
 UV := .tools/bin/uv
 VENV := .venv
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: setup demo test typecheck lint bench dist clean
+.PHONY: setup system-deps demo test typecheck lint bench dist clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(VENV)/.synced: $(UV) uv.lock pyproject.toml plugins_example/pyproject.toml
-	$(UV) sync --frozen --all-packages --quiet
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml plugins_example/pyproject.toml providers/roundup/pyproject.toml
+	$(UV) sync --frozen --inexact --all-packages --quiet
 	touch $@
 
 setup: $(VENV)/.synced
 
+# The browser tests drive the distribution's Chromium (never a download): install it
+# when missing and we are root on a Debian-like system, else say how.
 demo: setup
 	$(VENV)/bin/effectbench run --out runs/demo --force
 
-test: setup
+# System packages the tests drive: the distribution's Chromium (browser substrate and
+# report), Node.js (a reference agent) and bubblewrap (agent containment). Installed
+# when missing and root; otherwise the command to run is printed and make stops.
+SYSTEM_DEPS := chromium:chromium node:nodejs bwrap:bubblewrap
+system-deps:
+	@missing=""; for pair in $(SYSTEM_DEPS); do \
+	    command -v "$${pair%%:*}" >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	else echo "make test needs:$$missing (as root: apt-get install$$missing)" >&2; exit 1; fi
+
+test: setup system-deps
 	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup
 
 typecheck: setup

@@ -129,6 +129,88 @@ def _resolve_arms(
     return out, refs
 
 
+def _check_executor_fits(arms: Mapping[str, Arm], runner: Any) -> None:
+    """Browser arms and protocol agents hold a resource the harness process owns (the
+    browser pool, the agent process): they run with the local executor only."""
+    from effectbench.browser import uses_browser
+    from effectbench.executors.local import LocalExecutor
+
+    if runner is None or isinstance(runner, LocalExecutor):
+        return
+
+    held = sorted(
+        name
+        for name, arm in arms.items()
+        if uses_browser(arm) or getattr(arm, "lifespan", None) is not None
+    )
+    if held:
+        raise RunError(
+            f"arm {', '.join(held)} needs the harness's own browser or agent process and runs "
+            "with --executor local only; drop --executor or run that arm separately"
+        )
+
+
+def _preflight_arms(arms: Mapping[str, Arm]) -> None:
+    """Before anything is written: an arm with a ``preflight()`` (e.g. ``llm`` with no
+    endpoint configured) may refuse the run in one line."""
+    for name, arm in arms.items():
+        check = getattr(arm, "preflight", None)
+        if not callable(check):
+            continue
+        try:
+            check()
+        except Exception as exc:  # noqa: BLE001 - plugin code: one line for the user
+            raise RunError(f"arm {name!r} cannot run: {exc}") from None
+
+
+def _check_browser(arms: Mapping[str, Arm]) -> None:
+    """Before anything is written: a browser arm needs Playwright and a Chromium."""
+    from effectbench.browser import BrowserUnavailable, check_browser, uses_browser
+
+    needing = sorted(name for name, arm in arms.items() if uses_browser(arm))
+    if not needing:
+        return
+    try:
+        check_browser()
+    except BrowserUnavailable as exc:
+        raise RunError(f"arm {', '.join(needing)} drives a browser: {exc}") from None
+
+
+def _apply_isolation(arms: dict[str, Arm], isolate: bool | None) -> dict[str, Arm]:
+    """Give protocol agents the run's ``--isolate`` choice. An in-process arm cannot be
+    contained, so requiring isolation for one is refused; a protocol agent that would be
+    isolated on a host without containment is said so in one line (and recorded)."""
+    import structlog
+
+    out: dict[str, Arm] = {}
+    notes: set[str] = set()
+    for name, arm in arms.items():
+        configure = getattr(arm, "with_isolation", None)
+        if configure is None:
+            if isolate:
+                raise RunError(
+                    f"arm {name!r} runs inside the harness process and cannot be isolated; "
+                    "--isolate is for protocol agents (exec:...): drop it or run this arm without it"
+                )
+            out[name] = arm
+            continue
+        if isolate is not None:  # else the agent keeps its own choice (by default: contain)
+            arm = configure(isolate)
+        out[name] = arm
+        try:
+            getattr(arm, "execution", None)
+        except Exception as exc:  # noqa: BLE001 - ContainmentUnavailable: one line for the user
+            raise RunError(f"{exc}; install bubblewrap, or run without --isolate") from None
+        note = getattr(arm, "execution_note", None)
+        if note:
+            notes.add(str(note))
+    for note in sorted(notes):
+        structlog.get_logger("effectbench.agents").warning(
+            "agent.not_contained", reason=note, running_as="subprocess"
+        )
+    return out
+
+
 def _run_id(plan: Plan) -> str:
     now = _dt.datetime.now(_dt.UTC)
     return f"{now:%Y%m%dT%H%M%SZ}-{plan.plan_hash[:8]}"
@@ -183,17 +265,25 @@ async def execute(
     oracle_backoff: float = DEFAULTS.oracle_backoff,
     provider_timeout: float = DEFAULTS.provider_timeout,
     force: bool = False,
+    screenshots: str = "all",
+    isolate: bool | None = None,
     handle_signals: bool = False,
     observer: Observer | None = None,
     registry: Any = None,
     runs_root: str | os.PathLike[str] = "runs",
     report: bool = True,
+    provider_options: Mapping[str, str] | None = None,
+    executor: str = "local",
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
     effectbench.rundir.RunDirLost when the run directory was replaced or removed under
     the run: nothing of another run is ever returned as this one's. ``report``
-    False skips report.html."""
+    False skips report.html.
+
+    ``provider_options`` (e.g. ``{"pg-dsn": ...}`` from ``--pg-dsn``) go to the provider's
+    optional ``preflight``, which runs before anything is written (see ``_preflight``). ``isolate``: None
+    contains protocol agents where the host can, True requires it, False never."""
     if registry is None:
         from effectbench.run.registry import Registry
 
@@ -206,9 +296,11 @@ async def execute(
             oracle_backoff=oracle_backoff,
             provider_timeout=provider_timeout,
             handle_signals=handle_signals,
+            screenshots=screenshots,  # type: ignore[arg-type]  # validated here
         )
     except OptionsError as exc:
         raise RunError(str(exc)) from exc  # the cause names the option for the CLI
+    runner = _executor(executor)
 
     state: ResumeState | None = None
     if resume is not None:
@@ -249,6 +341,10 @@ async def execute(
         provider if provider is not None else DEFAULT_PROVIDER, registry
     )
     arm_map, arm_refs_used = _resolve_arms(arms if arms is not None else DEFAULT_ARMS, registry)
+    _check_browser(arm_map)
+    _preflight_arms(arm_map)
+    _check_executor_fits(arm_map, runner)
+    arm_map = _apply_isolation(arm_map, isolate)
     try:
         tasks = list(prov.tasks())
     except Exception as exc:  # noqa: BLE001 - third-party code; reported as one line
@@ -277,6 +373,7 @@ async def execute(
         arm_versions=arm_versions,
     )
 
+    await _preflight(prov, provider_options or {})
     if state is not None:
         run_dir = Path(resume)  # type: ignore[arg-type]
         if plan.plan_hash != state.plan_hash:
@@ -289,7 +386,14 @@ async def execute(
         _prepare_out(run_dir, force)
 
     scheduler = Scheduler(
-        plan, prov, arm_map, run_dir, run_id=run_id, options=options, observer=observer
+        plan,
+        prov,
+        arm_map,
+        run_dir,
+        run_id=run_id,
+        options=options,
+        observer=observer,
+        executor=runner,
     )
     built: list[tuple[dict[str, Any], str]] = []
 
@@ -299,11 +403,46 @@ async def execute(
         )
 
     # Built while the scheduler still holds the run's lock, and only from its own log.
-    outcome = await scheduler.run(state, finish=finish)
+    from effectbench.executors import ExecutorError
+
+    try:
+        outcome = await scheduler.run(state, finish=finish)
+    except ExecutorError as exc:
+        raise RunError(str(exc)) from None
     if outcome.interrupted:
         return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
     metrics, summary = built[0]
     return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, False, outcome)
+
+
+async def _preflight(prov: BenchmarkProvider, options: Mapping[str, str]) -> None:
+    """Let a provider check its configuration before the run directory is touched, so a
+    bad one (an unreachable database, say) fails with one line and writes nothing.
+
+    The hook is optional: ``async def preflight(self, options) -> None``, raising with a
+    message for the user. A provider without it accepts no options.
+    """
+    check = getattr(prov, "preflight", None)
+    if check is None:
+        if options:
+            flags = ", ".join(f"--{k}" for k in sorted(options))
+            raise RunError(f"provider {prov.name!r} takes no {flags}; drop it")
+        return
+    try:
+        await check(dict(options))
+    except Exception as exc:  # noqa: BLE001 - third-party code; reported as one line
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise RunError(f"provider {prov.name!r} cannot run: {message}") from None
+
+
+def _executor(text: str) -> Any:
+    """The ``--executor`` value as an executor (``local``, the default, runs episodes here)."""
+    from effectbench.executors import ExecutorError, parse
+
+    try:
+        return parse(text)
+    except ExecutorError as exc:
+        raise RunError(str(exc)) from None
 
 
 def _as_list(arm: ArmLike | Sequence[ArmLike]) -> list[ArmLike]:

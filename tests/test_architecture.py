@@ -20,17 +20,25 @@ PACKAGE = Path(__file__).resolve().parents[1] / "effectbench"
 # The audit's checks read a log only, so the verifier (which re-derives the manifest's
 # attestations) sits above them; the audit's runner runs whole evaluations, beside the API.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("effectbench.core", "effectbench.schema"),
+    ("effectbench.core", "effectbench.schema", "effectbench.evidence"),
     ("effectbench.log",),
     ("effectbench.scoring",),
     ("effectbench.projections",),
-    ("effectbench.oracles", "effectbench.arms"),
-    ("effectbench.run",),
+    (
+        "effectbench.oracles",
+        "effectbench.arms",
+        "effectbench.serve",
+        "effectbench.faults",
+        "effectbench.pgserver",
+        "effectbench.browser",
+        "effectbench.agents",
+    ),
+    ("effectbench.run", "effectbench.executors"),
     ("effectbench.outputs", "effectbench.report"),
     ("effectbench.audit",),
     ("effectbench.verify",),
     ("effectbench.api", "effectbench.testing", "effectbench.audit.runner"),
-    ("effectbench.cli", "effectbench.__main__", "effectbench"),
+    ("effectbench.cli", "effectbench.scaffold", "effectbench.__main__", "effectbench"),
 )
 
 # Old module paths, kept as re-exports of their new homes (see docs/architecture.md).

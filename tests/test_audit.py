@@ -619,3 +619,31 @@ def test_the_weak_pack_adversaries_really_wrote_what_they_claim(weak: AuditRepor
     assert row["patient_id"] == "p2"
     (row,) = _rows(weak, "duplicate::notes::preseeded::t1", "episode.post_read")
     assert row["note"] != "earlier"
+
+
+def test_the_audit_bounds_provisioning_by_its_provider_timeout(tmp_path: Path) -> None:
+    """``--provider-timeout`` reaches the audit's run: a provider that never finishes
+    provisioning fails each episode (audit incomplete) instead of hanging; a non-positive
+    value is one clear line, exit 2."""
+    from fakes import FakeProvider
+
+    from effectbench.audit import audit_cli_main, audit_provider
+
+    async def go() -> AuditReport:
+        return await audit_provider(
+            FakeProvider(("provision_hangs",)),
+            out_dir=tmp_path / "a",
+            trials=1,
+            provider_timeout=0.2,
+        )
+
+    report = anyio.run(go)
+    assert not report.ok
+    assert "provision did not finish within 0.2s" in (tmp_path / "a" / "events.jsonl").read_text()
+    import io
+
+    err = io.StringIO()
+    assert audit_cli_main("mockmed", None, provider_timeout=0, stderr=err) == 2
+    assert err.getvalue().strip() == (
+        "effectbench audit: --provider-timeout must be a positive number of seconds, got 0"
+    )

@@ -454,6 +454,8 @@ def test_make_dist_builds_both_wheels(tmp_path: Path) -> None:
         "effectbench-0.1.0.tar.gz",
         "effectbench_example_notes-0.1.0-py3-none-any.whl",
         "effectbench_example_notes-0.1.0.tar.gz",
+        "effectbench_roundup-0.1.0-py3-none-any.whl",
+        "effectbench_roundup-0.1.0.tar.gz",
     ]
     with zipfile.ZipFile(tmp_path / names[0]) as wheel:
         files = set(wheel.namelist())

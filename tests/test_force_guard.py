@@ -258,6 +258,36 @@ def test_force_replaces_a_run_dir_and_its_leftovers_file_by_file(
     assert sorted(p.name for p in target.iterdir()) == sorted(RUN_FILES - {"audit.json"})
 
 
+def test_force_replaces_a_run_dir_with_its_screenshot_store(
+    tmp_path: Path, small_run: Path
+) -> None:
+    target = tmp_path / "r"
+    shutil.copytree(small_run, target)
+    store = target / "blobs" / "sha256"
+    store.mkdir(parents=True)
+    (store / f"{'a' * 64}.png").write_bytes(b"png")
+    (store / ".tmp-x1y2").write_bytes(b"half")
+    proc = _cli(*FAKE_RUN, "--out", str(target), "--force", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not (target / "blobs").exists()
+
+
+@pytest.mark.parametrize("stray", ["blobs/notes.txt", "blobs/sha256/holiday.png", "blobs/md5/x"])
+def test_force_refuses_a_blob_store_holding_a_users_file(
+    tmp_path: Path, small_run: Path, stray: str
+) -> None:
+    target = tmp_path / "r"
+    shutil.copytree(small_run, target)
+    (target / "blobs" / "sha256").mkdir(parents=True)
+    (target / stray).parent.mkdir(parents=True, exist_ok=True)
+    (target / stray).write_text("mine")
+    proc = _cli(*FAKE_RUN, "--out", str(target), "--force", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "nothing was deleted" in proc.stderr
+    assert (target / stray).read_text() == "mine"
+    assert (target / "events.jsonl").is_file()
+
+
 def test_force_replaces_a_run_stopped_before_its_first_line(tmp_path: Path) -> None:
     for name, content in (("empty", b""), ("torn", b'{"v":1,"seq":0,"type":"run.started","ts":17')):
         target = tmp_path / name

@@ -566,18 +566,22 @@ def test_logged_lines_validate_against_the_schema(tmp_path: Path) -> None:
         ev.PreSnapshot(0, snapshot),
         ev.ArmStarted(),
         ev.ArmAction("click", {"x": 1}),
+        ev.ArmScreenshot(
+            "ab" * 32, f"blobs/sha256/{'ab' * 32}.png", 2048, "image/png", "after submit"
+        ),
         ev.ArmTelemetry(None, 10, None, 0.01, 2),
         ev.Reported(True, False, "done", 4.0),
         ev.PostRead(1, snapshot),
         ev.EpisodeFinished(),
         ev.EpisodeFailed(FailureClass.AGENT, "arm", "x"),
         ev.EpisodeAbandoned("resume"),
+        ev.Injected("proxy.partial", {"path": "/tp/issue", "forwarded": 1}),
     ]
     path = tmp_path / "run.jsonl"
     write_events_sync(path, [event_entry(e, EP) for e in all_types])
     for raw in lines_of(path):
         assert _check(schema, orjson.loads(raw), schema) == [], raw
-    bad = orjson.loads(lines_of(path)[9])
+    bad = orjson.loads(lines_of(path)[10])
     bad["data"]["halted"] = "no"
     assert _check(schema, bad, schema) != []
     bad = orjson.loads(lines_of(path)[0])
@@ -600,11 +604,15 @@ def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: 
     _cli("run", "--resume", str(full))
     _cli("run", "--trials", "1", "--arm", "screen_only", "--episode-timeout", "1e-6",
          "--out", str(timed_out))  # fmt: skip
+    proxied = tmp_path / "proxied"  # episode.injected comes from the fault proxy
+    _cli("run", "--provider", "mockmed-proxy", "--trials", "1", "--arm", "screen_only",
+         "--out", str(proxied))  # fmt: skip
     schema = load_event_schema()
     seen = set()
-    for path in (log, timed_out / "events.jsonl"):
+    for path in (log, timed_out / "events.jsonl", proxied / "events.jsonl"):
         for raw in lines_of(path):
             line = orjson.loads(raw)
             assert _check(schema, line, schema) == [], raw
             seen.add(line["type"])
-    assert seen == set(ev.EVENT_TYPES)
+    # HTTP arms take no screenshots: browser runs' lines are checked in test_browser_anchor.py
+    assert seen == set(ev.EVENT_TYPES) - {ev.ArmScreenshot.TYPE}

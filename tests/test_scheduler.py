@@ -345,3 +345,45 @@ def test_model_calls_an_arm_records_become_telemetry_and_cost(tmp_path: Path) ->
     assert arms["priced"]["telemetry"]["cost"]["eligible_usd"] == 1.0  # 2 trials x 0.5
     assert arms["billed"]["telemetry"]["cost"]["eligible_usd"] is None
     assert arms["billed"]["telemetry"]["model_calls"]["mean"] == 3
+
+
+def test_a_providers_injection_records_become_events_after_the_arms_actions(
+    tmp_path: Path,
+) -> None:
+    """``ProvisionedEpisode.injections`` is read after the arm returns (or fails): each
+    record is one ``episode.injected`` event; a source that raises becomes one record
+    saying so, and the episode is still scored."""
+    import attrs
+
+    from effectbench.provider import ActionRecord, ProvisionedEpisode
+
+    class Injecting(FakeProvider):
+        async def provision(self, task, trial, params):  # type: ignore[no-untyped-def]
+            got: ProvisionedEpisode = await super().provision(task, trial, params)
+            if trial == 0:
+                records = (ActionRecord("proxy.partial", {"path": "/x", "forwarded": 1}),)
+                return attrs.evolve(got, injections=lambda: records)
+
+            def broken() -> tuple[ActionRecord, ...]:
+                raise RuntimeError("proxy gone")
+
+            return attrs.evolve(got, injections=broken)
+
+    log = _run(tmp_path, Injecting(("ok",)), {"scripted": ScriptedArm()}, 2)
+    by_ep: dict[str, list[tuple[str, object]]] = defaultdict(list)
+    for e in read_log(log):
+        if e.ep is not None:
+            by_ep[e.ep].append((e.type, e.data))
+    first = [t for t, _ in by_ep["scripted::fake::ok::t0"]]
+    assert first[4:7] == ["episode.action", "episode.injected", "episode.telemetry"]
+    assert by_ep["scripted::fake::ok::t0"][5][1] == {
+        "kind": "proxy.partial",
+        "detail": {"path": "/x", "forwarded": 1},
+    }
+    second = dict(by_ep["scripted::fake::ok::t1"])
+    assert second["episode.injected"] == {
+        "kind": "injections_unavailable",
+        "detail": {"error": "RuntimeError: proxy gone"},
+    }
+    assert second["episode.telemetry"]["actions"] == 1  # injections are not arm actions
+    assert "episode.finished" in second

@@ -28,6 +28,7 @@ async def audit_provider(
     concurrency: int = 16,
     force: bool = False,
     registry: Any = None,
+    provider_timeout: float = 60.0,
 ) -> AuditReport:
     """Run the reference and every adversary over every task, then audit the log.
 
@@ -57,6 +58,7 @@ async def audit_provider(
             out=out_dir,
             force=force,
             registry=registry,
+            provider_timeout=provider_timeout,
         )
     except RunError as exc:
         raise AuditError(str(exc)) from None

@@ -22,6 +22,7 @@ def audit_cli_main(
     force: bool = False,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    provider_timeout: float = 60.0,
 ) -> int:
     """``effectbench audit --provider NAME``: 0 when every task is audited, 1 with the
     reasons when any task fails, 2 (one line on stderr) when the audit cannot run."""
@@ -35,10 +36,22 @@ def audit_cli_main(
     if trials < 1:
         print(f"effectbench audit: --trials must be a positive integer, got {trials}", file=err)
         return 2
+    if not provider_timeout > 0:
+        print(
+            "effectbench audit: --provider-timeout must be a positive number of seconds, "
+            f"got {provider_timeout}",
+            file=err,
+        )
+        return 2
 
     async def go() -> AuditReport:
         return await audit_provider(
-            provider_name, out_dir=out_dir, trials=trials, concurrency=concurrency, force=force
+            provider_name,
+            out_dir=out_dir,
+            trials=trials,
+            concurrency=concurrency,
+            force=force,
+            provider_timeout=provider_timeout,
         )
 
     try:

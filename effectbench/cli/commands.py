@@ -167,6 +167,33 @@ def _given(ctx: click.Context, name: str) -> bool:
     metavar="S",
     help="Seconds one provisioning or one oracle read may take.",
 )
+@click.option(
+    "--screenshots",
+    type=click.Choice(["none", "final", "all"]),
+    default="all",
+    show_default=True,
+    help="Screenshots kept as evidence: none, each episode's final one, or all.",
+)
+@click.option(
+    "--pg-dsn",
+    metavar="DSN",
+    help="PostgreSQL server for providers that use one (the role needs CREATEDB and "
+    "CREATEROLE). [default: $EFFECTBENCH_PG_DSN, else a server the harness starts]",
+)
+@click.option(
+    "--isolate/--no-isolate",
+    default=None,
+    help="Contain protocol agents (exec:...) in namespaces; --isolate fails where the host "
+    "cannot. [default: contain when the host can, else say so]",
+)
+@click.option(
+    "--executor",
+    default="local",
+    show_default=True,
+    metavar="WHERE",
+    help="Where episodes run: local, dask://HOST:PORT (a Dask scheduler) or dask-local:N "
+    "(N local worker processes); needs effectbench[dask] for Dask.",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -183,6 +210,10 @@ def run(
     episode_timeout: float | None,
     oracle_retries: int,
     provider_timeout: float,
+    screenshots: str,
+    pg_dsn: str | None,
+    isolate: bool | None,
+    executor: str,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -225,8 +256,12 @@ def run(
         episode_timeout=episode_timeout,
         oracle_retries=oracle_retries,
         provider_timeout=provider_timeout,
+        screenshots=screenshots,
+        isolate=isolate,
+        executor=executor,
         force=force,
         report=not no_report,
+        provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
         **kwargs,
     )
 
@@ -396,14 +431,19 @@ def compare(run_dirs: tuple[Path, ...], out_path: Path) -> int:
     metavar="HEX",
     help="The published fingerprint (effectbench pack) the run or submission must have used.",
 )
-def verify(path: Path, expected_pack: str | None) -> int:
+@click.option(
+    "--require-isolated",
+    is_flag=True,
+    help="Reject a run or submission whose arms did not run isolated (run --isolate).",
+)
+def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int:
     """Check a run directory or a submission file; exit 1 listing every reason if unsound."""
     from effectbench.verify import run_check as verify_mod
 
     if not path.exists():
         _fail(f"{path} does not exist; give a run directory or a submission file")
     check = verify_mod.verify_run if path.is_dir() else verify_mod.verify_submission
-    report = check(path, expected_pack_fingerprint=expected_pack)
+    report = check(path, expected_pack_fingerprint=expected_pack, require_isolated=require_isolated)
     if report.ok:
         _out(f"sound: {path}")
         return 0
@@ -450,18 +490,26 @@ def _plugins(group: str) -> int:
         _out(f"no {group} entry points installed")
         return 0
     _out(format_plugin_table(results))
+    failed = [r.info.name for r in results if r.status == "failed"]
+    if failed:  # the listing stays whole; the exit code tells a script something is broken
+        click.echo(
+            f"effectbench: {len(failed)} plugin(s) failed to load: {', '.join(failed)}", err=True
+        )
+        return 1
     return 0
 
 
 @cli.command()
 def providers() -> int:
-    """List installed providers (distribution, version) and any that failed to load."""
+    """List installed providers (distribution, version) and any that failed to load
+    (exit 1 when any did)."""
     return _plugins("effectbench.providers")
 
 
 @cli.command()
 def arms() -> int:
-    """List installed arms (distribution, version) and any that failed to load."""
+    """List installed arms (distribution, version) and any that failed to load (exit 1
+    when any did)."""
     return _plugins("effectbench.arms")
 
 
@@ -514,12 +562,34 @@ def reference(
 @_trials_option(2)
 @_concurrency_option(16)
 @_out_option("Audit run directory.")
+@click.option(
+    "--provider-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds one provisioning or one oracle read may take.",
+)
 @_force_option
-def audit(provider: str, trials: int, concurrency: int, out: Path | None, force: bool) -> int:
+def audit(
+    provider: str,
+    trials: int,
+    concurrency: int,
+    out: Path | None,
+    provider_timeout: float,
+    force: bool,
+) -> int:
     """Run the reference arm and every adversary over every task; exit 1 naming each task that fails."""
     from effectbench.cli.audit import audit_cli_main
 
-    return audit_cli_main(provider, out, trials=trials, concurrency=concurrency, force=force)
+    return audit_cli_main(
+        provider,
+        out,
+        trials=trials,
+        concurrency=concurrency,
+        force=force,
+        provider_timeout=provider_timeout,
+    )
 
 
 @cli.command()
@@ -550,6 +620,11 @@ def pack(provider: str, audit_dir: Path | None) -> int:
     manifest = public_pack_manifest(Registry().provider(provider), audit=report)
     _out(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
     return 0
+
+
+from effectbench.scaffold.command import new as _new  # a module that imports only click
+
+cli.add_command(_new)
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:

@@ -36,6 +36,10 @@ class RunStarted:
     versions: Mapping[str, str]
     concurrency: int | None = None
     """The concurrency bound of the run (the manifest reports it; not part of the plan)."""
+    execution: Mapping[str, str] = attrs.field(factory=dict)
+    """How each arm runs: ``in_process``, ``subprocess`` or ``isolated``."""
+    containment: str | None = attrs.field(default=None, metadata={"omit_none": True})
+    """Why a protocol agent could not be contained (left out of the line when None)."""
 
 
 @attrs.frozen
@@ -46,6 +50,10 @@ class RunResumed:
     abandoned: int
     concurrency: int | None = None
     """The concurrency bound of this session."""
+    execution: Mapping[str, str] = attrs.field(factory=dict)
+    """How each arm runs in this session."""
+    containment: str | None = attrs.field(default=None, metadata={"omit_none": True})
+    """Why a protocol agent could not be contained in this session."""
 
 
 @attrs.frozen
@@ -101,6 +109,29 @@ class ArmAction:
 
 
 @attrs.frozen
+class ArmScreenshot:
+    """A screenshot the arm recorded, stored once at ``path`` (``blobs/sha256/<sha256>.png``
+    under the run directory); the hash here puts the image under the chain."""
+
+    TYPE = "episode.screenshot"
+    sha256: str
+    path: str
+    bytes: int
+    media_type: str
+    label: str
+
+
+@attrs.frozen
+class Injected:
+    """What the provider's fault injection (e.g. the fault proxy) did to one of the arm's
+    requests: environment evidence, not an arm action, so it never counts as one."""
+
+    TYPE = "episode.injected"
+    kind: str
+    detail: Mapping[str, JSONScalar]
+
+
+@attrs.frozen
 class ArmTelemetry:
     """Model usage; each field None when the arm gave no source for it."""
 
@@ -110,6 +141,11 @@ class ArmTelemetry:
     output_tokens: int | None
     cost_usd: float | None
     actions: int
+    model_latency_ms: float | None = None
+    """Sum of the calls' latencies; present only when there were model calls."""
+    cost_source: str | None = None
+    """Where cost_usd came from (``arm``, ``price_table:<version>``, several joined by
+    ``+``); present only when there were model calls."""
 
 
 @attrs.frozen
@@ -160,6 +196,8 @@ EVENT_TYPES: Final[Mapping[str, type]] = {
         PreSnapshot,
         ArmStarted,
         ArmAction,
+        ArmScreenshot,
+        Injected,
         ArmTelemetry,
         Reported,
         PostRead,
@@ -172,8 +210,13 @@ TERMINAL_TYPES: Final = frozenset({EpisodeFinished.TYPE, EpisodeFailed.TYPE})
 
 
 def event_data(event: Any) -> dict[str, Any]:
-    """Plain-JSON data of a typed event (attrs fields, enums as their values)."""
-    return attrs.asdict(event, value_serializer=_serialize)
+    """Plain-JSON data of a typed event (attrs fields, enums as their values); a field
+    marked ``omit_none`` is left out while None, as lines written before it had it."""
+    data = attrs.asdict(event, value_serializer=_serialize)
+    for field in attrs.fields(type(event)):
+        if field.metadata.get("omit_none") and data.get(field.name) is None:
+            del data[field.name]
+    return data
 
 
 def _serialize(inst: Any, field: Any, value: Any) -> Any:

@@ -8,11 +8,17 @@ the arm never receives. The harness owns planning, timing, logging and scoring.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
 
 import attrs
 
 from effectbench.core.model import JSONScalar, Snapshot, TaskSpec
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
+ScreenshotPolicy = Literal["none", "final", "all"]
+SCREENSHOT_POLICIES: Final[tuple[ScreenshotPolicy, ...]] = ("none", "final", "all")
 
 
 @runtime_checkable
@@ -65,6 +71,19 @@ class ModelCall:
     output_tokens: int | None = None
     cost_usd: float | None = None
     latency_ms: float | None = None
+    cost_source: str | None = None
+    """Where ``cost_usd`` came from: ``"arm"`` (the endpoint reported it),
+    ``"price_table:<version>"``, or None when unknown."""
+
+
+@attrs.frozen
+class Screenshot:
+    """One image an arm recorded, as evidence of what the screen showed. ``after`` is how
+    many actions were recorded before it, so the log keeps the two in order."""
+
+    png: bytes = attrs.field(repr=False)
+    label: str
+    after: int
 
 
 @attrs.define
@@ -76,9 +95,22 @@ class Telemetry:
 
     actions: list[ActionRecord] = attrs.field(factory=list)
     model_calls: list[ModelCall] = attrs.field(factory=list)
+    screenshots: list[Screenshot] = attrs.field(factory=list)
+    screenshot_policy: ScreenshotPolicy = "all"
+    """Set by the scheduler from ``--screenshots``: with ``none`` an arm should not take any
+    (they cost time); with ``final`` only an episode's last one is kept."""
 
     def action(self, kind: str, **detail: JSONScalar) -> None:
         self.actions.append(ActionRecord(kind, detail))
+
+    @property
+    def wants_screenshots(self) -> bool:
+        return self.screenshot_policy != "none"
+
+    def screenshot(self, png: bytes, label: str = "") -> None:
+        """Record a PNG; the harness stores it by content hash and logs the hash."""
+        if self.wants_screenshots:
+            self.screenshots.append(Screenshot(bytes(png), label, len(self.actions)))
 
     def model_call(self, call: ModelCall) -> None:
         self.model_calls.append(call)
@@ -88,12 +120,15 @@ class Telemetry:
 class EnvHandle:
     """Everything an arm may touch. Structurally holds no oracle: only the product's
     channels (e.g. ``{"base_url": ...}``), an optional product driver and an optional
-    product verifier, and the telemetry recorder."""
+    product verifier, and the telemetry recorder. ``browser`` is a Playwright page in a
+    context of this episode's own, filled by the harness for an arm that asks for one
+    (``uses_browser = True``); providers leave it None."""
 
     channels: Mapping[str, str]
     telemetry: Telemetry = attrs.field(factory=Telemetry)
     driver: ProductDriver | None = None
     verifier: ProductVerifier | None = None
+    browser: Page | None = None
 
     def product_effect_verifier(self) -> ProductVerifier | None:
         """The product's own readback, or None when the provider authored none."""
@@ -111,6 +146,10 @@ class ProvisionedEpisode:
     env: EnvHandle
     oracle: Oracle
     teardown: Callable[[], Awaitable[None]]
+    injections: Callable[[], Sequence[ActionRecord]] | None = None
+    """What the provider's fault injection did to the arm's traffic (e.g. a
+    ``FaultProxy``'s records), read once the arm has returned; each record becomes an
+    ``episode.injected`` event. None: the provider injects nothing it can report."""
 
 
 @runtime_checkable
@@ -120,6 +159,10 @@ class BenchmarkProvider(Protocol):
     Lifecycle: ``start`` once per run (shared resources such as a server), then
     ``provision`` per episode, then ``stop``. Tasks are a pure property of the
     provider and its version, so a run's plan can be fingerprinted and resumed.
+
+    Optional: ``async def preflight(self, options: Mapping[str, str]) -> None``, called
+    before the run directory is created with the run's provider options (``--pg-dsn``
+    arrives as ``{"pg-dsn": ...}``); what it raises is shown to the user as one line.
     """
 
     name: str

@@ -492,7 +492,7 @@ def _open_for_write(path: Path, append: bool) -> Any:
         raise LogError(f"cannot write event log {path}: {e.strerror or e}") from None
 
 
-_Item: TypeAlias = tuple[str, str | None, bytes]  # type, ep, serialised data
+_Item: TypeAlias = tuple[str, str | None, bytes, float | None]  # type, ep, serialised data, ts
 
 
 class LogWriter:
@@ -500,7 +500,8 @@ class LogWriter:
 
     ``emit`` serialises ``data`` (so a bad payload raises at the caller) and queues it;
     it waits only when the queue is full. The writer stamps ``ts`` per batch, so ``ts``
-    never decreases along ``seq`` (unless the wall clock itself steps back). After the context
+    never decreases along ``seq`` (unless the wall clock itself steps back, or an event
+    brings its own ``ts`` from a Dask worker). After the context
     exits, ``count`` (events in the whole file), ``written`` (by this writer),
     ``last_seq`` and ``last_hash`` describe the log (the manifest records the hash).
     """
@@ -529,13 +530,18 @@ class LogWriter:
     def last_hash(self) -> str:
         return self._prev.decode("ascii")
 
-    async def emit(self, type: str, data: Mapping[str, Any], ep: str | None = None) -> None:
-        """Queue one event. Raises TypeError for bad input, LogError if the writer died."""
+    async def emit(
+        self, type: str, data: Mapping[str, Any], ep: str | None = None, ts: float | None = None
+    ) -> None:
+        """Queue one event. Raises TypeError for bad input, LogError if the writer died.
+
+        ``ts`` keeps the time an event happened elsewhere (an episode run on a Dask
+        worker); None stamps it when written. seq and hash are always assigned here."""
         if type.__class__ is not str or not type:
             raise TypeError(f"event type must be a non-empty string, got {type!r}")
         if ep is not None and ep.__class__ is not str:
             raise TypeError(f"episode key must be a string or None, got {ep!r}")
-        item = (type, ep, _dump_data(data))
+        item = (type, ep, _dump_data(data), ts)
         try:
             try:
                 self._send.send_nowait(item)
@@ -577,8 +583,8 @@ class LogWriter:
         seq = self._next
         ts = time.time()  # one stamp per batch: the lines reach the file together
         parts = []
-        for type_, ep, data_json in batch:
-            line, prev = _encode(prev, seq, type_, ts, ep, data_json)
+        for type_, ep, data_json, at in batch:
+            line, prev = _encode(prev, seq, type_, ts if at is None else at, ep, data_json)
             parts.append(line)
             seq += 1
         f.write(b"".join(parts))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import platform
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
@@ -371,6 +371,7 @@ def _manifest(
         "k": acc.plan.k,
         "concurrency": started.get("concurrency"),
         "resumes": facts.resumes,
+        **execution_facts(started, facts.resumes, acc.plan.arms),
         "z": Z95,
         "episodes": {
             "planned": len(acc.plan),
@@ -392,6 +393,36 @@ def _manifest(
         "dependencies": _dependency_versions(),
         "attestations": dict(NOT_ATTESTED if attest is None else attest(acc.plan.arms, log_path)),
     }
+
+
+EXECUTION_ORDER: Final = ("in_process", "subprocess", "isolated")
+"""How an arm ran, weakest containment first."""
+
+
+def weakest_execution(modes: Iterable[Any]) -> str | None:
+    """The weakest of the modes a run's sessions recorded for one arm; None when any
+    session recorded none (a log from before the field, or an unknown value)."""
+    rank = None
+    for mode in modes:
+        if mode not in EXECUTION_ORDER:
+            return None
+        r = EXECUTION_ORDER.index(mode)
+        rank = r if rank is None else min(rank, r)
+    return None if rank is None else EXECUTION_ORDER[rank]
+
+
+def execution_facts(
+    started: Mapping[str, Any], resumes: Sequence[Mapping[str, Any]], arms: Sequence[str]
+) -> dict[str, Any]:
+    """The manifest's ``execution`` (per arm, the weakest over the run and its resumes)
+    and ``containment`` (why protocol agents were not contained, when they were not)."""
+    sessions = [started, *resumes]
+    execution = {
+        arm: weakest_execution((s.get("execution") or {}).get(arm) for s in sessions)
+        for arm in arms
+    }
+    notes = sorted({str(s["containment"]) for s in sessions if s.get("containment")})
+    return {"execution": execution, "containment": "; ".join(notes) or None}
 
 
 def manifest_plan_index(manifest: Mapping[str, Any]) -> PlanIndex:

@@ -97,6 +97,8 @@ class RunFacts:
                 "kept": ev.data.get("kept"),
                 "abandoned": ev.data.get("abandoned"),
                 "concurrency": ev.data.get("concurrency"),
+                "execution": ev.data.get("execution"),
+                "containment": ev.data.get("containment"),
             }
         )
 

@@ -67,6 +67,12 @@ def record_row(rec: EpisodeRecord) -> dict[str, Any]:
             "output_tokens": t.output_tokens,
             "cost_usd": t.cost_usd,
             "actions": t.actions,
+            # model-call fields only where the arm made model calls (older rows keep their bytes)
+            **(
+                {}
+                if t.model_calls is None
+                else {"model_latency_ms": t.model_latency_ms, "cost_source": t.cost_source}
+            ),
         },
         "evidence": dict(rec.evidence),
     }

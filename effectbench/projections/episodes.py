@@ -171,6 +171,8 @@ def _fold(st: _Episode) -> EpisodeRecord:
             output_tokens=tel.get("output_tokens"),
             cost_usd=tel.get("cost_usd"),
             actions=tel.get("actions"),
+            model_latency_ms=tel.get("model_latency_ms"),
+            cost_source=tel.get("cost_source"),
         )
     # the keys in this order, each only when its event exists
     evidence = {"planned": f"{LOG_NAME}#{planned.seq}"}

@@ -12,6 +12,7 @@ from typing import Final
 import attrs
 
 from effectbench.core.errors import EffectBenchError
+from effectbench.core.provider import SCREENSHOT_POLICIES, ScreenshotPolicy
 
 __all__ = ["DEFAULTS", "MAX_CONCURRENCY", "OptionsError", "RunOptions"]
 
@@ -22,6 +23,7 @@ _WORDS: Final = {
     "oracle_retries": "the number of oracle re-reads",
     "episode_timeout": "the episode timeout",
     "provider_timeout": "the provider timeout",
+    "screenshots": "the screenshot policy",
 }
 
 
@@ -61,6 +63,10 @@ class RunOptions:
     holding a concurrency slot for ever."""
     handle_signals: bool = False
     """Stop gracefully on SIGINT/SIGTERM (only from the main thread; the CLI sets it)."""
+    screenshots: ScreenshotPolicy = "all"
+    """Which screenshots arms record are kept: none, an episode's final one, or all."""
+    browsers: int | None = None
+    """Chromium processes for browser arms (None: ``default_browsers(concurrency)``)."""
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
@@ -74,6 +80,11 @@ class RunOptions:
             raise OptionsError(
                 "episode_timeout",
                 f"must be a finite, positive number of seconds, got {self.episode_timeout}",
+            )
+        if self.screenshots not in SCREENSHOT_POLICIES:
+            raise OptionsError(
+                "screenshots",
+                f"must be one of {', '.join(SCREENSHOT_POLICIES)}, got {self.screenshots!r}",
             )
         if not _positive_seconds(self.provider_timeout):
             raise OptionsError(

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import fnmatch
 import os
+import re
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -105,6 +106,9 @@ def _replace(out: Path, entries: Sequence[os.DirEntry[str]]) -> None:
         )
     with _unlocked(out):
         for entry in entries:
+            if entry.name == _BLOB_ROOT:
+                _remove_blobs(entry)
+                continue
             try:
                 os.unlink(entry.path)
             except FileNotFoundError:
@@ -113,14 +117,56 @@ def _replace(out: Path, entries: Sequence[os.DirEntry[str]]) -> None:
                 raise OutDirError(f"cannot replace {out}: {exc.strerror or exc}") from None
 
 
+def _remove_blobs(entry: os.DirEntry[str]) -> None:
+    """Unlink the blob store's files one by one, then its two (now empty) folders."""
+    files = _blob_files(entry)
+    if isinstance(files, str):  # changed since it was checked
+        raise OutDirError(f"cannot replace {entry.path}: it {files}; nothing more was deleted")
+    try:
+        for path in files:
+            os.unlink(path)
+        store = os.path.join(entry.path, "sha256")
+        if os.path.isdir(store):
+            os.rmdir(store)
+        os.rmdir(entry.path)
+    except OSError as exc:
+        raise OutDirError(f"cannot replace {entry.path}: {exc.strerror or exc}") from None
+
+
 def _allowed(name: str) -> bool:
     return name in RUN_FILES or any(fnmatch.fnmatchcase(name, p) for p in _LEFTOVERS)
+
+
+_BLOB_ROOT: Final = "blobs"
+_BLOB_NAME: Final = re.compile(r"(?:[0-9a-f]{64}\.png|\.tmp-\w+)")
+
+
+def _blob_files(entry: os.DirEntry[str]) -> list[str] | str:
+    """The files of a run's blob store (``blobs/sha256/<hex>.png``, see evidence.py), or
+    why ``entry`` is not one: anything else under it is a user's and stops --force."""
+    if not entry.is_dir(follow_symlinks=False):
+        return f"holds {entry.name!r}, which is not a directory"
+    inner = list(os.scandir(entry.path))
+    if [e.name for e in inner] not in ([], ["sha256"]) or (
+        inner and not inner[0].is_dir(follow_symlinks=False)
+    ):
+        return f"holds {entry.name}/ with something other than the run's sha256/ store"
+    files = [] if not inner else list(os.scandir(inner[0].path))
+    for f in files:
+        if _BLOB_NAME.fullmatch(f.name) is None or not f.is_file(follow_symlinks=False):
+            return f"holds {entry.name}/sha256/{f.name}, which no run writes"
+    return [f.path for f in files]
 
 
 def _not_a_run_dir(out: Path, entries: Sequence[os.DirEntry[str]]) -> str | None:
     """Why ``out`` is not a run directory --force may replace (None: it is one)."""
     names = sorted(e.name for e in entries)
     for entry in sorted(entries, key=lambda e: e.name):
+        if entry.name == _BLOB_ROOT:
+            blobs = _blob_files(entry)
+            if isinstance(blobs, str):
+                return blobs
+            continue
         if not _allowed(entry.name):
             return f"holds {entry.name!r}, which no run writes"
         try:

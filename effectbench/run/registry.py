@@ -323,6 +323,8 @@ class Registry:
     def resolve(self, group: str, name_or_ref: str) -> Any:
         """An entry-point name or ``module:attribute`` reference -> a checked instance."""
         group = _check_group(group)
+        if group == ARMS and name_or_ref.startswith(("exec:", "exec-each:")):
+            return _exec_arm(name_or_ref)
         info = self.info(group, name_or_ref)
         if info is None:
             if ":" not in name_or_ref:
@@ -345,6 +347,17 @@ class Registry:
 
     def arm(self, name_or_ref: str) -> Arm:
         return cast(Arm, self.resolve(ARMS, name_or_ref))
+
+
+def _exec_arm(spec: str) -> Arm:
+    """``exec:<command line>`` (or ``exec-each:``, a process per episode): an
+    out-of-process agent speaking the agent protocol."""
+    from effectbench.agents.exec import ExecArm
+
+    try:
+        return ExecArm.from_spec(spec)
+    except ValueError as exc:
+        raise PluginError(f"arm {spec!r}: {exc}") from None
 
 
 def _check_group(group: str) -> Group:

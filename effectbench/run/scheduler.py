@@ -22,13 +22,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import math
 import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -42,6 +43,7 @@ from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
     TERMINAL_TYPES,
     ArmAction,
+    ArmScreenshot,
     ArmStarted,
     ArmTelemetry,
     EpisodeAbandoned,
@@ -49,6 +51,7 @@ from effectbench.core.events import (
     EpisodeFinished,
     EpisodePlanned,
     EpisodeProvisioned,
+    Injected,
     PostRead,
     PreSnapshot,
     Reported,
@@ -58,6 +61,7 @@ from effectbench.core.events import (
 )
 from effectbench.core.model import AgentReport, FailureClass, Snapshot
 from effectbench.core.provider import (
+    ActionRecord,
     BenchmarkProvider,
     ModelCall,
     Oracle,
@@ -67,6 +71,9 @@ from effectbench.core.provider import (
 )
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
+
+if TYPE_CHECKING:
+    from effectbench.browser import BrowserPool, EpisodeBrowser
 
 log = structlog.get_logger("effectbench.run.scheduler")
 
@@ -193,14 +200,36 @@ def _sum_known(values: Iterable[float | int | None]) -> Any:
     return total if any_value else None
 
 
+def _injections(provisioned: ProvisionedEpisode) -> Sequence[ActionRecord]:
+    """The provider's injection records; a broken source becomes one record saying so."""
+    source = provisioned.injections
+    if source is None:
+        return ()
+    try:
+        return list(source())
+    except Exception as exc:  # noqa: BLE001 - provider code: its evidence is lost, the episode is not
+        return [ActionRecord("injections_unavailable", {"error": _one_line(exc)})]
+
+
 def _telemetry_data(calls: Sequence[ModelCall], n_actions: int) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         "model_calls": len(calls) if calls else None,
         "input_tokens": _sum_known(c.input_tokens for c in calls),
         "output_tokens": _sum_known(c.output_tokens for c in calls),
         "cost_usd": _sum_known(c.cost_usd for c in calls),
         "actions": n_actions,
     }
+    if calls:  # only then, so a log without model calls keeps its bytes
+        data["model_latency_ms"] = _sum_known(c.latency_ms for c in calls)
+        sources = sorted({c.cost_source for c in calls if c.cost_source is not None})
+        data["cost_source"] = None if data["cost_usd"] is None else "+".join(sources) or None
+    return data
+
+
+def _store_screenshot(run_dir: Path, png: Any, label: Any) -> dict[str, Any]:
+    from effectbench.evidence import screenshot_event
+
+    return screenshot_event(run_dir, bytes(png), str(label))
 
 
 def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
@@ -295,6 +324,7 @@ class Scheduler:
         run_id: str,
         options: RunOptions = DEFAULTS,
         observer: Observer | None = None,
+        executor: Any = None,
     ) -> None:
         missing = [a for a in plan.arms if a not in arms]
         if missing:
@@ -313,6 +343,13 @@ class Scheduler:
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
         self._all_started = False
+        from effectbench.browser import uses_browser
+
+        self._browser_arms = frozenset(n for n, a in arms.items() if uses_browser(a))
+        self._browsers: BrowserPool | None = None
+        self._writer: Any = None
+        self.executor = executor
+        """Where episodes run (effectbench.executors); None runs them here, as always."""
 
     @property
     def log_path(self) -> Path:
@@ -360,6 +397,7 @@ class Scheduler:
                 )
             emit = writer.emit
             self._emit = emit
+            self._writer = writer
             if resume is None:
                 await writer.emit_event(
                     RunStarted(
@@ -368,6 +406,7 @@ class Scheduler:
                         plan_hash=self.plan.plan_hash,
                         versions=dict(self.plan.versions),
                         concurrency=self.options.concurrency,
+                        **self._execution(),
                     )
                 )
             else:
@@ -385,6 +424,7 @@ class Scheduler:
                         kept=len(kept),
                         abandoned=len(abandoned),
                         concurrency=self.options.concurrency,
+                        **self._execution(),
                     )
                 )
             if self.observer is not None:
@@ -395,7 +435,10 @@ class Scheduler:
                     with anyio.CancelScope() as work:
                         if self.options.handle_signals:
                             outer.start_soon(self._watch_signals, work, caught)
-                        await self._run_all(pending)
+                        if self.executor is None:
+                            await self._run_all(pending)
+                        else:
+                            await self.executor.run_all(self, pending)
                     # Interrupted means an episode of this session has no terminal event, for
                     # whatever reason; a signal after the last episode ended interrupts nothing.
                     done = self._finished + self._failed
@@ -433,6 +476,16 @@ class Scheduler:
             final_hash=writer.last_hash,
         )
 
+    def _execution(self) -> dict[str, Any]:
+        """How each arm runs (``in_process``, ``subprocess``, ``isolated``) and, when a
+        protocol agent could not be contained, why: the manifest records both."""
+        modes = {a: str(getattr(self.arms[a], "execution", "in_process")) for a in self.plan.arms}
+        notes = {getattr(self.arms[a], "execution_note", None) for a in self.plan.arms}
+        data: dict[str, Any] = {"execution": modes}
+        if notes - {None}:
+            data["containment"] = "; ".join(sorted(str(n) for n in notes if n is not None))
+        return data
+
     async def _watch_signals(self, work: anyio.CancelScope, caught: list[int]) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
@@ -442,7 +495,45 @@ class Scheduler:
                     work.cancel()
                 # later signals: already stopping; keep the handler so the log closes cleanly
 
+    async def _start_browsers(self) -> bool:
+        """Start the run's browsers when an arm needs one; False (and the run's start
+        error set) when they cannot start."""
+        if not self._browser_arms:
+            return True
+        from effectbench.browser import BrowserPool, default_browsers
+
+        pool = BrowserPool(
+            browsers=self.options.browsers or default_browsers(self.options.concurrency)
+        )
+        try:
+            await pool.start()
+        except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
+            self._start_error = ProviderStartError(
+                f"the browser for arm {', '.join(sorted(self._browser_arms))} failed to start: "
+                f"{exc}; nothing ran. Fix it, then continue with: "
+                f"effectbench run --resume {self.run_dir}"
+            )
+            return False
+        self._browsers = pool
+        return True
+
+    async def _stop_browsers(self) -> None:
+        pool, self._browsers = self._browsers, None
+        if pool is not None:
+            try:
+                await pool.stop()
+            except Exception as exc:  # noqa: BLE001 - must not hide the run's own result
+                log.error("browser.stop_failed", error=_one_line(exc))
+
     async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
+        if not await self._start_browsers():
+            return
+        try:
+            await self._run_provider(pending)
+        finally:
+            await self._stop_browsers()
+
+    async def _run_provider(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
             await self.provider.start()
         except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
@@ -452,14 +543,15 @@ class Scheduler:
             )
             return
         try:
-            limiter = anyio.CapacityLimiter(self.options.concurrency)
-            async with anyio.create_task_group() as tg:
-                for spec in pending:
-                    token = object()  # a cheap unique borrower (specs hash by value, slowly)
-                    await limiter.acquire_on_behalf_of(token)
-                    tg.start_soon(self._episode_slot, spec, limiter, token)
-                    self._started += 1
+            remaining = iter(pending)
+            first = next(remaining, None)
+            if first is None:  # nothing to run: no agent process is started for it
                 self._all_started = True
+                return
+            limiter = anyio.CapacityLimiter(self.options.concurrency)
+            async with contextlib.AsyncExitStack() as arms:
+                await self._enter_arms(arms)
+                await self._run_pending(itertools.chain((first,), remaining), limiter)
         finally:
             limit = self.options.teardown_timeout
             with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
@@ -469,6 +561,69 @@ class Scheduler:
                     log.error("provider.stop_failed", error=_one_line(exc))
             if scope.cancelled_caught:  # else a hung stop would hang Ctrl-C, which it ignores
                 log.error("provider.stop_failed", error=f"did not finish within {limit:g}s")
+
+    async def _enter_arms(self, stack: contextlib.AsyncExitStack) -> None:
+        """Arms with a ``lifespan(run_dir)`` (a long-lived agent process) get it around
+        the episodes; an arm without one needs nothing."""
+        for name in self.plan.arms:
+            lifespan = getattr(self.arms[name], "lifespan", None)
+            if lifespan is not None:
+                await stack.enter_async_context(lifespan(self.run_dir))
+
+    async def _run_pending(
+        self, pending: Iterable[EpisodeSpec], limiter: anyio.CapacityLimiter
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            for spec in pending:
+                token = object()  # a cheap unique borrower (specs hash by value, slowly)
+                await limiter.acquire_on_behalf_of(token)
+                tg.start_soon(self._episode_slot, spec, limiter, token)
+                self._started += 1
+            self._all_started = True
+
+    # ---- executor seam: what effectbench.executors needs to run episodes elsewhere ----
+
+    def bind_emit(
+        self, emit: Callable[[str, Mapping[str, Any], str | None], Awaitable[None]] | None
+    ) -> None:
+        """Route this scheduler's episode events to ``emit`` (a worker buffers them)."""
+        self._emit = emit
+
+    async def run_episode(self, spec: EpisodeSpec) -> None:
+        """One whole episode, exactly as the local path runs it, into the bound emit."""
+        await self._episode(spec)
+
+    def planned_data(self, spec: EpisodeSpec) -> dict[str, Any]:
+        return self._planned_data(spec)
+
+    def fail_start(self, message: str) -> None:
+        """The provider could not start (on a worker): end the run as a failed start does."""
+        if self._start_error is None:
+            self._start_error = ProviderStartError(message)
+
+    def note_started(self, *, all_started: bool = False) -> None:
+        if all_started:
+            self._all_started = True
+        else:
+            self._started += 1
+
+    async def record_episode(
+        self,
+        entries: Sequence[tuple[str, Mapping[str, Any], str | None, float | None]],
+        outcome: EpisodeOutcome,
+    ) -> None:
+        """Write a whole episode that ran elsewhere (its events keep their timestamps)."""
+        emit = self._writer.emit
+        for type_, data, ep, ts in entries:
+            await emit(type_, data, ep, ts)
+        if outcome.failure_class is None:
+            self._finished += 1
+        else:
+            self._failed += 1
+        if self.observer is not None:
+            self.observer.episode_done(outcome)
+
+    # ---- end of the executor seam ----
 
     async def _episode_slot(
         self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object
@@ -513,8 +668,14 @@ class Scheduler:
         outcome = EpisodeOutcome(spec, FailureClass.UNKNOWN)
         failure: _Episode | None = None
         provisioned: ProvisionedEpisode | None = None
+        browser: EpisodeBrowser | None = None
         try:
             provisioned = await self._provision(spec)
+            if spec.arm in self._browser_arms:
+                browser = await self._open_browser(spec)
+                provisioned = attrs.evolve(
+                    provisioned, env=attrs.evolve(provisioned.env, browser=browser.page)
+                )
             outcome = await self._drive(spec, provisioned)
         except _Episode as exc:
             failure = exc
@@ -524,6 +685,10 @@ class Scheduler:
         except Exception as exc:  # noqa: BLE001 - a harness fault: never stop the run for it
             failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
         finally:
+            if browser is not None:  # the context goes first: its page talks to the product
+                browser_error = await self._close_browser(browser)
+                if browser_error is not None and failure is None:
+                    failure = _Episode(FailureClass.ENVIRONMENT, "browser", browser_error)
             if provisioned is not None:
                 teardown_error = await self._teardown(provisioned)
                 if teardown_error is not None and failure is None:
@@ -575,6 +740,57 @@ class Scheduler:
             spec.episode_id,
         )
         return provisioned
+
+    async def _open_browser(self, spec: EpisodeSpec) -> EpisodeBrowser:
+        """A fresh browser context and page for this episode (an environment failure when
+        the browser cannot give one)."""
+        pool = self._browsers
+        assert pool is not None
+        limit = self.options.provider_timeout
+        opened: EpisodeBrowser | None = None
+        try:
+            with anyio.move_on_after(limit):
+                opened = await pool.open()
+        except Exception as exc:
+            raise _Episode(FailureClass.ENVIRONMENT, "browser", _one_line(exc)) from exc
+        if opened is None:
+            raise _Episode(
+                FailureClass.ENVIRONMENT, "browser", f"no browser page within {limit:g}s"
+            )
+        return opened
+
+    async def _close_browser(self, browser: EpisodeBrowser) -> str | None:
+        """Always runs, even when the arm failed, timed out or the run is being cancelled."""
+        try:
+            await browser.close()
+        except Exception as exc:  # noqa: BLE001 - the browser's failure, not the arm's
+            return _one_line(exc)
+        return None
+
+    async def _emit_telemetry(self, telemetry: Telemetry, ep: str) -> None:
+        """Actions, with the screenshots kept by ``--screenshots`` in between, in order."""
+        emit = self._emit
+        assert emit is not None
+        shots = list(telemetry.screenshots)
+        if self.options.screenshots == "none":
+            shots = []
+        elif self.options.screenshots == "final":
+            shots = shots[-1:]
+        actions = list(telemetry.actions)
+        for i in range(len(actions) + 1):
+            for shot in shots:
+                if shot.after == i or (i == len(actions) and shot.after > i):
+                    data = await anyio.to_thread.run_sync(
+                        _store_screenshot, self.run_dir, shot.png, shot.label
+                    )
+                    await emit(ArmScreenshot.TYPE, data, ep)
+            if i < len(actions):
+                action = actions[i]
+                await emit(
+                    ArmAction.TYPE,
+                    {"kind": str(action.kind), "detail": _json_safe(action.detail)},
+                    ep,
+                )
 
     async def _teardown(self, provisioned: ProvisionedEpisode) -> str | None:
         """Always runs, even when the run is being cancelled; bounded by teardown_timeout."""
@@ -632,6 +848,7 @@ class Scheduler:
         arm = self.arms[spec.arm]
         env = provisioned.env
         telemetry: Telemetry = env.telemetry
+        telemetry.screenshot_policy = self.options.screenshots
         view = TaskView.of(
             spec.task, spec.trial, episode_id=ep, params=spec.params, effect=spec.effect
         )
@@ -657,9 +874,12 @@ class Scheduler:
         if arm_error is None and not isinstance(report, AgentReport):
             arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"
 
-        for action in list(telemetry.actions):
+        await self._emit_telemetry(telemetry, ep)
+        for injected in _injections(provisioned):
             await emit(
-                ArmAction.TYPE, {"kind": str(action.kind), "detail": _json_safe(action.detail)}, ep
+                Injected.TYPE,
+                {"kind": str(injected.kind), "detail": _json_safe(injected.detail)},
+                ep,
             )
         await emit(
             ArmTelemetry.TYPE,

@@ -31,6 +31,8 @@ class EpisodeTelemetry:
     output_tokens: int | None = None
     cost_usd: float | None = None
     actions: int | None = None
+    model_latency_ms: float | None = None
+    cost_source: str | None = None
 
 
 @attrs.frozen

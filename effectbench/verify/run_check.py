@@ -47,6 +47,7 @@ from effectbench.outputs.artifacts import (
     recompute_metrics_from_results,
     record_row,
     scoring_version,
+    weakest_execution,
 )
 from effectbench.projections.metrics import MetricsAccumulator, MetricsError, PlanIndex, TaskAxes
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
@@ -89,6 +90,8 @@ _MANIFEST_SAME: Final = (
     "log",
     "artifacts",
     "attestations",
+    "execution",
+    "containment",
 )
 """Manifest keys that must equal the rebuilt ones (python, platform and dependency versions
 describe the machine that built it and may legitimately differ on another)."""
@@ -203,7 +206,8 @@ def _plan_checks(
 
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
     from effectbench.core.codec import converter
-    from effectbench.core.events import TERMINAL_TYPES
+    from effectbench.core.events import TERMINAL_TYPES, ArmScreenshot
+    from effectbench.evidence import check_blob
     from effectbench.log.reader import LogCorrupt, LogError, read_log
     from effectbench.run.plan import episode_id, hash_identity, pack_fingerprint
 
@@ -235,9 +239,18 @@ def _plan_checks(
             reasons.add(source, "no run.started event: the log does not carry its plan")
             return
         terminated: set[str] = set()
+        blobs: dict[tuple[str, str], str | None] = {}
         for ev in events:
             if ev.type in TERMINAL_TYPES and ev.ep is not None:
                 terminated.add(ev.ep)
+                continue
+            if ev.type == ArmScreenshot.TYPE:  # one image is hashed once, however often cited
+                cited = (str(ev.data.get("sha256")), str(ev.data.get("path")))
+                if cited not in blobs:
+                    blobs[cited] = check_blob(run_dir, ev.data)
+                why = blobs[cited]
+                if why is not None:
+                    reasons.add(source, f"event #{ev.seq} ({ev.ep}): screenshot {why}")
                 continue
             if ev.type != "episode.planned":
                 continue
@@ -374,8 +387,22 @@ def _explain_unbuilt(rebuilt_manifest: Mapping[str, Any], reasons: _Reasons, hin
         )
 
 
+def _not_isolated(execution: Any, arms: Sequence[Any]) -> list[str]:
+    """One reason per arm that did not run isolated (``--require-isolated``)."""
+    modes = execution if isinstance(execution, dict) else {}
+    return [
+        f"arm {arm!r} ran {modes.get(arm) or 'with no recorded execution mode'}, not isolated "
+        "(--require-isolated)"
+        for arm in arms
+        if modes.get(arm) != "isolated"
+    ]
+
+
 def verify_run(
-    run_dir: str | os.PathLike[str], *, expected_pack_fingerprint: str | None = None
+    run_dir: str | os.PathLike[str],
+    *,
+    expected_pack_fingerprint: str | None = None,
+    require_isolated: bool = False,
 ) -> VerifyReport:
     """Every reason the run directory is not what its log says; ok when there is none.
 
@@ -433,6 +460,10 @@ def verify_run(
             reasons.add(
                 LOG_FILE, f"pack fingerprint {ran} is not the expected {expected_pack_fingerprint}"
             )
+        if require_isolated:
+            arms = rebuilt_manifest.get("arms") or []
+            for why in _not_isolated(rebuilt_manifest.get("execution"), arms):
+                reasons.add(LOG_FILE, why)
         if metrics is not None:
             _compare(metrics, rebuilt_metrics, "", METRICS_FILE, reasons)
         if isinstance(manifest, dict):
@@ -481,11 +512,14 @@ def export_submission(
     root = Path(run_dir)
     log_path = root / LOG_FILE
     started: list[Mapping[str, Any]] = []
+    resumed: list[Mapping[str, Any]] = []
 
     def tap(events: Iterator[LoggedEvent]) -> Iterator[LoggedEvent]:
         for ev in events:
             if ev.type == "run.started" and ev.ep is None and not started:
                 started.append(ev.data)
+            elif ev.type == "run.resumed" and ev.ep is None:
+                resumed.append(ev.data)
             yield ev
 
     try:
@@ -559,6 +593,9 @@ def export_submission(
             "plan_hash": started[0].get("plan_hash"),
             "trials": index.trials,
             "seed_rule": SEED_RULE,
+            "execution": weakest_execution(
+                (s.get("execution") or {}).get(system) for s in [*started[:1], *resumed]
+            ),
         },
         "rows": rows,
         "claimed": claimed,
@@ -720,7 +757,10 @@ def _rederive(
 
 
 def verify_submission(
-    path: str | os.PathLike[str], *, expected_pack_fingerprint: str | None = None
+    path: str | os.PathLike[str],
+    *,
+    expected_pack_fingerprint: str | None = None,
+    require_isolated: bool = False,
 ) -> VerifyReport:
     """Every reason a leaderboard submission does not hold up; ok when there is none."""
     from effectbench.core.codec import converter
@@ -782,6 +822,12 @@ def verify_submission(
         reasons.add(
             source,
             f"spec_version {repro.get('spec_version')!r} is not comparable with {SPEC_VERSION}",
+        )
+    if require_isolated and repro.get("execution") != "isolated":
+        reasons.add(
+            source,
+            f"system ran {repro.get('execution') or 'with no recorded execution mode'}, not "
+            "isolated (--require-isolated)",
         )
     if repro.get("seed_rule") != SEED_RULE:
         reasons.add(

@@ -8,6 +8,7 @@ Routes (relative to ``/e/<token>/``):
 
 - ``GET  ``                 the encounter form
 - ``POST encounters``       form submit; answers with a page carrying the save banner
+- ``GET  records``          the chart's encounters as a page (what a person checks after saving)
 - ``GET  api/encounters``   JSON readback of every encounter (the product's own read path)
 - ``POST api/encounters``   JSON write, same backend and same fault as the form
 """
@@ -15,8 +16,9 @@ Routes (relative to ``/e/<token>/``):
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
-from typing import Final
+import inspect
+from collections.abc import Awaitable, Mapping
+from typing import Final, Protocol, TypeVar
 from urllib.parse import parse_qsl
 
 import anyio
@@ -27,18 +29,45 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from effectbench.core.model import JSONScalar
 from effectbench_mockmed.faults import Fault
-from effectbench_mockmed.store import EncounterStore, Submission
+from effectbench_mockmed.store import TABLE, StoreSchema, Submission
 
 ENCOUNTER_TYPES: Final[tuple[str, ...]] = ("Triage", "Urgent", "Follow-up")
 STATUSES: Final[tuple[str, ...]] = ("submitted", "draft")
 PATIENTS: Final[Mapping[str, str]] = {"p1": "Ada Moreau (referred)", "p2": "Ada Morel"}
 MAX_BODY: Final = 64 * 1024
 
+_T = TypeVar("_T")
+_Rows = list[dict[str, JSONScalar]]
+
+
+class Store(Protocol):
+    """What the app needs of a store: SQLite's answers at once, PostgreSQL's are awaited."""
+
+    @property
+    def schema(self) -> StoreSchema: ...
+
+    def write(self, sub: Submission, fault: Fault) -> int | Awaitable[int]: ...
+
+    def knows_patient(self, patient_id: str) -> bool | Awaitable[bool]: ...
+
+    def patients(self) -> _Rows | Awaitable[_Rows]: ...
+
+    def rows(self) -> _Rows | Awaitable[_Rows]: ...
+
+
+async def _value(result: _T | Awaitable[_T]) -> _T:
+    """A synchronous store's result as is (no await point: the SQLite path runs exactly
+    as before, uninterleaved); an asynchronous store's awaited."""
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
 
 @attrs.frozen
 class EpisodeState:
-    store: EncounterStore
+    store: Store
     fault: Fault
 
 
@@ -67,13 +96,13 @@ class Episodes:
         return self._by_token.get(token)
 
 
-def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outcome:
+async def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outcome:
     patient = values.get("patient_id", "").strip()
     kind = values.get("type", "").strip()
     if not patient or kind not in ENCOUNTER_TYPES:
         return Outcome(False, 422, "Choose a patient and an encounter type")
     store = state.store
-    if not store.knows_patient(patient):
+    if not await _value(store.knows_patient(patient)):
         return Outcome(False, 422, "No chart with that patient id")
     status: str | None = None
     if store.schema.has_status:
@@ -86,20 +115,33 @@ def _submit(state: EpisodeState, values: Mapping[str, str], source: str) -> Outc
     sub = Submission(
         patient, kind, values.get("note", ""), values.get("key") or None, source, status
     )
-    store.write(sub, fault)
+    await _value(store.write(sub, fault))
     return Outcome(fault.banner_saved, fault.status, fault.message, fault.hang_s)
 
 
-def _page(body: str, status: int = 200) -> HTMLResponse:
+_STYLE: Final = (
+    "<style>body{font:16px/1.4 sans-serif;margin:24px;max-width:720px;color:#1b1b1b}"
+    "h1{font-size:22px}label{display:block;margin:10px 0 4px;font-weight:600}"
+    "select,textarea,input{font:inherit;width:100%;box-sizing:border-box;padding:6px}"
+    "textarea{height:80px}button{font:inherit;margin-top:14px;padding:8px 20px}"
+    "#banner{padding:10px 14px;margin:12px 0;border-radius:4px;font-weight:600}"
+    "#banner.saved{background:#dff3e3;color:#14532d;border:1px solid #4caf50}"
+    "#banner.error{background:#fde2e2;color:#7f1d1d;border:1px solid #e53935}"
+    "table{border-collapse:collapse;width:100%}td,th{border:1px solid #bbb;padding:4px 8px;"
+    "text-align:left}nav{margin:8px 0 16px}</style>"
+)
+_NAV: Final = "<nav><a href='./'>New encounter</a> | <a href='records'>Chart records</a></nav>"
+
+
+def _page(body: str, status: int = 200, title: str = "MockMed") -> HTMLResponse:
     doc = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>MockMed</title></head>"
-        f"<body><h1>MockMed encounters</h1>{body}</body></html>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"{_STYLE}</head><body><h1>MockMed encounters</h1>{_NAV}{body}</body></html>"
     )
     return HTMLResponse(doc, status_code=status)
 
 
-def _patient_options(store: EncounterStore) -> str:
-    charts = store.patients()
+def _patient_options(charts: _Rows) -> str:
     if not charts:
         return "".join(
             f"<option value='{k}'>{html.escape(v)}</option>" for k, v in PATIENTS.items()
@@ -115,8 +157,8 @@ def _patient_options(store: EncounterStore) -> str:
     return "".join(out)
 
 
-def _form(store: EncounterStore) -> str:
-    patients = _patient_options(store)
+def _form(store: Store, charts: _Rows) -> str:
+    patients = _patient_options(charts)
     kinds = "".join(f"<option>{t}</option>" for t in ENCOUNTER_TYPES)
     statuses = (
         "<label>Status <select name='status'>"
@@ -130,9 +172,26 @@ def _form(store: EncounterStore) -> str:
         f"<label>Patient <select name='patient_id'>{patients}</select></label>"
         f"<label>Type <select name='type'>{kinds}</select></label>{statuses}"
         "<label>Note <textarea name='note'></textarea></label>"
-        "<input type='hidden' name='key' value=''>"
+        "<label>Referral reference <input type='text' name='key' value=''></label>"
         "<button type='submit'>Save</button></form>"
     )
+
+
+def _cell(column: str, value: object) -> str:
+    """One field of a record; a missing value is marked, so it never reads as empty text."""
+    if value is None:
+        return f"<td data-field='{column}' data-null='1'></td>"
+    num = " data-num='1'" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+    return f"<td data-field='{column}'{num}>{html.escape(str(value))}</td>"
+
+
+def _records(schema: StoreSchema, rows: _Rows) -> str:
+    """Every encounter of the chart, one row each, as the product stores it."""
+    cols = schema.columns[TABLE]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(_cell(c, row.get(c)) for c in cols) + "</tr>" for row in rows)
+    empty = "" if body else "<p id='no-records'>No encounters recorded.</p>"
+    return f"<h2>Chart records</h2><table id='records' data-table='{TABLE}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{empty}"
 
 
 def _banner(outcome: Outcome) -> str:
@@ -179,7 +238,7 @@ def build_app(episodes: Episodes) -> Starlette:
         state = _state(request, episodes)
         if state is None:
             return _not_found()
-        return _page(_form(state.store))
+        return _page(_form(state.store, await _value(state.store.patients())))
 
     async def form_submit(request: Request) -> Response:
         got = await _submission(request, episodes)
@@ -189,20 +248,29 @@ def build_app(episodes: Episodes) -> Starlette:
         if body is None:
             return _page(_banner(Outcome(False, 413, "The form is too large")), 413)
         values = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-        outcome = _submit(state, values, "ui")
-        page = _page(_banner(outcome) + _form(state.store), outcome.status)
+        outcome = await _submit(state, values, "ui")
+        charts = await _value(state.store.patients())
+        page = _page(_banner(outcome) + _form(state.store, charts), outcome.status)
         if outcome.delay_s > 0:
             # The commit is done; the store may be torn down while we stall, so the page
             # is rendered first.
             await anyio.sleep(outcome.delay_s)
         return page
 
+    async def records_page(request: Request) -> Response:
+        state = _state(request, episodes)
+        if state is None:
+            return _not_found()
+        rows = await _value(state.store.rows())
+        return _page(_records(state.store.schema, rows), title="MockMed chart records")
+
     async def api_read(request: Request) -> Response:
         state = _state(request, episodes)
         if state is None:
             return _not_found()
         return Response(
-            orjson.dumps({"encounters": state.store.rows()}), media_type="application/json"
+            orjson.dumps({"encounters": await _value(state.store.rows())}),
+            media_type="application/json",
         )
 
     async def api_write(request: Request) -> Response:
@@ -221,7 +289,7 @@ def build_app(episodes: Episodes) -> Starlette:
                 media_type="application/json",
             )
         values = {str(k): "" if v is None else str(v) for k, v in parsed.items()}
-        outcome = _submit(state, values, "api")
+        outcome = await _submit(state, values, "api")
         if outcome.delay_s > 0:
             await anyio.sleep(outcome.delay_s)
         payload = {"saved": outcome.saved, "message": outcome.message}
@@ -231,6 +299,7 @@ def build_app(episodes: Episodes) -> Starlette:
         routes=[
             Route("/e/{token}/", form_page, methods=["GET"]),
             Route("/e/{token}/encounters", form_submit, methods=["POST"]),
+            Route("/e/{token}/records", records_page, methods=["GET"]),
             Route("/e/{token}/api/encounters", api_read, methods=["GET"]),
             Route("/e/{token}/api/encounters", api_write, methods=["POST"]),
         ]

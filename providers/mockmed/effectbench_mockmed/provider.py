@@ -15,17 +15,23 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 import anyio
 import attrs
 
 from effectbench.core.model import TaskSpec
-from effectbench.core.provider import EnvHandle, Oracle, ProvisionedEpisode, Telemetry
+from effectbench.core.provider import (
+    ActionRecord,
+    EnvHandle,
+    Oracle,
+    ProvisionedEpisode,
+    Telemetry,
+)
+from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
-from effectbench_mockmed.server import LocalServer
 from effectbench_mockmed.store import (
     ANCHOR_SCHEMA,
     EncounterStore,
@@ -136,6 +142,17 @@ class _Episode:
         remove_database(self._store.path)
 
 
+class Front(Protocol):
+    """Something in front of the product for one episode (the fault proxy)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    async def stop(self) -> None: ...
+
+    def injections(self) -> Sequence[ActionRecord]: ...
+
+
 class MockMedProvider:
     """The MockMed anchor: nine fault modes of one triage task over real HTTP and SQLite."""
 
@@ -170,7 +187,7 @@ class MockMedProvider:
             template = root / "template.db"
             build_template(template, self.pack.schema)
             episodes = Episodes()
-            server = LocalServer(build_app(episodes))
+            server = LocalServer(build_app(episodes), label="MockMed's HTTP server")
             await server.start()
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
@@ -211,12 +228,15 @@ class MockMedProvider:
                 f"task {task.task_id}: fixture mode {mode!r} is not a MockMed mode; use one of {', '.join(pack.faults)}"
             )
         token = secrets.token_urlsafe(18)
+        base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
+        front = await self._front(task, f"http://127.0.0.1:{running.port}/", f"e/{token}/")
+        if front is not None:
+            base_url = front.base_url
         path = running.root / f"ep-{secrets.token_hex(8)}.db"
         store = EncounterStore(
             path, running.template, seed_tables(task.initial_state, pack.schema), pack.schema
         )
         running.episodes.add(token, EpisodeState(store, fault))
-        base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
         session = running.connections.session(base_url, self._http_timeout_s)
         telemetry = Telemetry()
         env = EnvHandle(
@@ -231,6 +251,16 @@ class MockMedProvider:
 
         async def teardown() -> None:
             self._live.pop(token, None)
-            await episode.teardown()
+            try:
+                if front is not None:
+                    await front.stop()
+            finally:
+                await episode.teardown()
 
-        return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown)
+        injections = None if front is None else front.injections
+        return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown, injections=injections)
+
+    async def _front(self, task: TaskSpec, server_url: str, episode_path: str) -> Front | None:
+        """What stands between the arm and the product for this episode: nothing here;
+        the proxied pack puts a fault proxy there (``packs_proxy``)."""
+        return None

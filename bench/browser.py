@@ -1,0 +1,184 @@
+"""Browser episodes: episodes/s at concurrency 1, 4, 16 and memory per concurrent context.
+
+Each episode is what `effectbench run --arm browser_screen_only --arm
+browser_effect_verified` does on the anchor: a fresh MockMed database and URL token, a
+fresh Chromium context and page from the run's pool, the form filled and submitted in
+the browser (effect_verified also opens the records page before and after), a PNG
+screenshot stored by hash, two oracle reads, teardown. CPU is this process plus its
+children (Playwright's driver and every Chromium process, counted once the run's pool
+has stopped), so "cpu s/ep" is what one episode costs the machine, whatever its load.
+
+Memory: N contexts held open on the form page, PSS summed over the driver and every
+Chromium process (RSS double-counts shared pages); per context = (PSS at 16 - PSS at 0) / 16.
+Targets on a 2-core machine: >= 10 episodes/s at concurrency 16, <= 80 MiB per context.
+
+    .venv/bin/python bench/browser.py [--trials 4] [--runs 1] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from _common import load_line, loadavg, median, parser, table, write_json
+from effectbench_mockmed import MockMedProvider
+
+from effectbench.arms.browser import BrowserEffectVerifiedArm, BrowserScreenOnlyArm
+from effectbench.browser import BrowserPool
+from effectbench.core.arm import Arm
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
+
+TARGET_EPS_AT_16 = 10.0
+TARGET_MIB_PER_CONTEXT = 80.0
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def run_once(trials: int, concurrency: int) -> tuple[float, float, int]:
+    """(wall s, CPU s of the harness and its browsers, episodes) of one run."""
+    arms: dict[str, Arm] = {
+        "browser_screen_only": BrowserScreenOnlyArm(),
+        "browser_effect_verified": BrowserEffectVerifiedArm(),
+    }
+    provider = MockMedProvider()
+    plan = build_plan(
+        ProviderInfo(provider.name, provider.version), provider.tasks(), list(arms), trials
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        sched = Scheduler(
+            plan, provider, arms, Path(tmp), run_id="bench",
+            options=SchedulerOptions(concurrency=concurrency),
+        )  # fmt: skip
+        c0, t0 = _cpu(), time.perf_counter()
+        outcome = anyio.run(sched.run)
+        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    if outcome.finished != plan.n_episodes:
+        raise SystemExit(f"browser bench run did not finish every episode: {outcome}")
+    return wall, cpu, plan.n_episodes
+
+
+def _tree(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                raw = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(raw.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        kids = [p for p, pp in parents.items() if pp == parent]
+        found += kids
+        frontier += kids
+    return found
+
+
+def _memory_kib(pids: list[int]) -> tuple[int, int]:
+    """(PSS, RSS) in KiB summed over ``pids``."""
+    pss = rss = 0
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line.startswith("Pss:"):
+                pss += int(line.split()[1])
+            elif line.startswith("Rss:"):
+                rss += int(line.split()[1])
+    return pss, rss
+
+
+async def _memory(counts: list[int]) -> list[dict[str, Any]]:
+    provider = MockMedProvider()
+    await provider.start()
+    pool = BrowserPool()
+    await pool.start()
+    task = provider.tasks()[0]
+    rows = []
+    try:
+        for n in counts:
+            opened, episodes = [], []
+            for _ in range(n):
+                episode = await provider.provision(task, 0, {"note": "x", "record_key": "k"})
+                browser = await pool.open()
+                await browser.page.goto(episode.env.channels["base_url"])
+                opened.append(browser)
+                episodes.append(episode)
+            await anyio.sleep(1.0)  # let renderers settle after the load
+            pss, rss = _memory_kib(_tree(os.getpid()))
+            rows.append({"contexts": n, "pss_mib": pss / 1024, "rss_mib": rss / 1024})
+            for b in opened:
+                await b.close()
+            for e in episodes:
+                await e.teardown()
+    finally:
+        await pool.stop()
+        await provider.stop()
+    return rows
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.set_defaults(runs=1)
+    ap.add_argument("--trials", type=int, default=4, help="trials per task (9 tasks, 2 arms)")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    args = ap.parse_args()
+    start_load = loadavg()
+    rows = []
+    for conc in args.concurrency:
+        walls, cpus, n = [], [], 0
+        for _ in range(args.runs):
+            wall, cpu, n = run_once(args.trials, conc)
+            walls.append(wall)
+            cpus.append(cpu)
+        w, c = median(walls), median(cpus)
+        rows.append({
+            "concurrency": conc, "episodes": n, "wall_s": walls, "median_wall_s": w,
+            "episodes_per_s": n / w, "cpu_s_per_episode": c / n,
+            "cpu_bound_episodes_per_s": (os.cpu_count() or 1) / (c / n),
+        })  # fmt: skip
+    memory = anyio.run(_memory, [0, 1, 4, 16])
+    base, top = memory[0], memory[-1]
+    per_context = (top["pss_mib"] - base["pss_mib"]) / max(1, top["contexts"])
+    print(
+        f"Browser episodes (MockMed anchor, both browser arms), median of {args.runs} ({load_line()})"
+    )
+    print(table(
+        ["concurrency", "episodes", "wall s", "episodes/s", "cpu s/ep", "cpu-bound eps/s"],
+        [[r["concurrency"], r["episodes"], r["median_wall_s"], r["episodes_per_s"],
+          r["cpu_s_per_episode"], r["cpu_bound_episodes_per_s"]] for r in rows],
+    ))  # fmt: skip
+    print(table(
+        ["contexts", "PSS MiB", "RSS MiB"],
+        [[m["contexts"], m["pss_mib"], m["rss_mib"]] for m in memory],
+    ))  # fmt: skip
+    for r in rows:
+        if r["concurrency"] == 16:
+            ok = r["episodes_per_s"] >= TARGET_EPS_AT_16
+            print(f"target >= {TARGET_EPS_AT_16:.0f} episodes/s at 16: {r['episodes_per_s']:.2f} "
+                  f"({'met' if ok else 'MISSED'})")  # fmt: skip
+    ok = per_context <= TARGET_MIB_PER_CONTEXT
+    print(f"target <= {TARGET_MIB_PER_CONTEXT:.0f} MiB PSS per context: {per_context:.1f} "
+          f"({'met' if ok else 'MISSED'})")  # fmt: skip
+    write_json(
+        args.json, "browser",
+        {"targets": {"episodes_per_s_at_16": TARGET_EPS_AT_16,
+                     "mib_per_context": TARGET_MIB_PER_CONTEXT},
+         "throughput": rows, "memory": memory, "pss_mib_per_context": per_context},
+        start_load,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

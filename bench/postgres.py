@@ -1,0 +1,214 @@
+"""MockMed on PostgreSQL: episodes per second per arm and concurrency, and per-episode setup.
+
+Each episode is what `effectbench run --provider mockmed-pg` does: CREATE DATABASE from
+the run's template, a product connection (seeding when the task does), a per-episode URL
+token and aiohttp session, the arm's form POST (and, for effect_verified, two JSON
+readbacks) through uvicorn, two oracle reads as the SELECT-only role in REPEATABLE READ
+transactions, teardown (DROP DATABASE ... WITH (FORCE)). One embedded server (from the
+wheel) serves every case; each case is a run of its own (its own template and role).
+Cases: both baseline arms at concurrency 1, 16 and 64, the median of --runs runs. Then
+per-episode setup: the template clone alone, and clone + drop, serially (median ms).
+Target: >= 100 episodes/s at concurrency 16.
+
+    .venv/bin/python bench/postgres.py [--trials 10] [--runs 3] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from _common import load_line, loadavg, median, parser, table, write_json
+from effectbench_mockmed.pg_provider import MockMedPgProvider
+from effectbench_mockmed.pg_store import PG_SCHEMA_DDL
+
+from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
+from effectbench.core.arm import Arm
+from effectbench.pgserver import EmbeddedServer, PgRun
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
+
+TARGET_AT_16 = 100.0
+CORES = os.cpu_count() or 1
+
+
+def server_cpu_s(postmaster: int) -> float:
+    """CPU seconds the server has used: the postmaster's own and its reaped backends'
+    (cutime/cstime), plus its live children's (checkpointer, walwriter, open sessions).
+    Live processes are read from schedstat (ns): stat's 10 ms ticks would round a
+    short-lived backend to zero."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def on_cpu_s(pid: int) -> float:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+    own = Path(f"/proc/{postmaster}/stat").read_text().rsplit(")", 1)[1].split()
+    total = (int(own[13]) + int(own[14])) / tick + on_cpu_s(postmaster)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == postmaster:
+                total += on_cpu_s(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def run_once(
+    dsn: str, postmaster: int, arm_name: str, trials: int, concurrency: int
+) -> tuple[float, float, float, int]:
+    """(wall s, CPU s of this process, CPU s of the server, episodes) of one run."""
+    arm: Arm = ScreenOnlyArm() if arm_name == "screen_only" else EffectVerifiedArm()
+    provider = MockMedPgProvider(dsn=dsn)
+    plan = build_plan(
+        ProviderInfo(provider.name, provider.version), provider.tasks(), [arm_name], trials
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        sched = Scheduler(
+            plan,
+            provider,
+            {arm_name: arm},
+            Path(tmp),
+            run_id="bench",
+            options=SchedulerOptions(concurrency=concurrency),
+        )
+        s0, c0, t0 = server_cpu_s(postmaster), time.process_time(), time.perf_counter()
+        outcome = anyio.run(sched.run)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        server = server_cpu_s(postmaster) - s0
+    if outcome.finished != plan.n_episodes:
+        raise SystemExit(f"mockmed-pg bench run did not finish every episode: {outcome}")
+    return wall, cpu, server, plan.n_episodes
+
+
+async def _setup_ms(dsn: str, n: int) -> dict[str, float]:
+    async def build(conn: Any) -> None:
+        await conn.execute(PG_SCHEMA_DDL)
+
+    run = PgRun(dsn)
+    await run.open(build)
+    clone, drop = [], []
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            name = await run.clone()
+            t1 = time.perf_counter()
+            await run.drop(name)
+            clone.append((t1 - t0) * 1e3)
+            drop.append((time.perf_counter() - t1) * 1e3)
+    finally:
+        await run.close()
+    return {"clone_ms": median(clone), "drop_ms": median(drop)}
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--trials", type=int, default=10, help="trials per task (9 tasks)")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    ap.add_argument(
+        "--arms",
+        nargs="+",
+        choices=["screen_only", "effect_verified"],
+        default=["screen_only", "effect_verified"],
+    )
+    args = ap.parse_args()
+    start_load = loadavg()
+    server = EmbeddedServer()
+    t0 = time.perf_counter()
+    dsn = server.start()
+    server_start_s = time.perf_counter() - t0
+    assert server.dir is not None
+    postmaster = int((server.dir / "data" / "postmaster.pid").read_text().split()[0])
+    rows = []
+    try:
+        setup = anyio.run(_setup_ms, dsn, 50)
+        for arm in args.arms:
+            for conc in args.concurrency:
+                walls, cpus, servers = [], [], []
+                n = 0
+                for _ in range(args.runs):
+                    wall, cpu, srv, n = run_once(dsn, postmaster, arm, args.trials, conc)
+                    walls.append(wall)
+                    cpus.append(cpu)
+                    servers.append(srv)
+                w = median(walls)
+                cpu_ms = (median(cpus) + median(servers)) / n * 1e3
+                rows.append(
+                    {
+                        "arm": arm,
+                        "concurrency": conc,
+                        "episodes": n,
+                        "wall_s": walls,
+                        "median_wall_s": w,
+                        "episodes_per_s": n / w,
+                        "ms_per_episode": w / n * 1e3,
+                        "cpu_ms_per_episode": median(cpus) / n * 1e3,
+                        "server_cpu_ms_per_episode": median(servers) / n * 1e3,
+                        "cpu_bound_episodes_per_s": CORES / cpu_ms * 1e3,
+                    }
+                )
+    finally:
+        server.stop()
+    print(f"MockMed over HTTP + PostgreSQL, median of {args.runs} ({load_line()})")
+    print(
+        table(
+            [
+                "arm",
+                "concurrency",
+                "episodes",
+                "wall s",
+                "episodes/s",
+                "ms/episode",
+                "harness cpu ms/ep",
+                "server cpu ms/ep",
+                f"cpu-bound eps/s on {CORES}",
+            ],
+            [
+                [
+                    r["arm"],
+                    r["concurrency"],
+                    r["episodes"],
+                    r["median_wall_s"],
+                    r["episodes_per_s"],
+                    r["ms_per_episode"],
+                    r["cpu_ms_per_episode"],
+                    r["server_cpu_ms_per_episode"],
+                    r["cpu_bound_episodes_per_s"],
+                ]
+                for r in rows
+            ],
+        )
+    )
+    print(
+        f"per-episode setup, serial median of 50: CREATE DATABASE ... TEMPLATE "
+        f"{setup['clone_ms']:.1f} ms, DROP DATABASE {setup['drop_ms']:.1f} ms; "
+        f"server start (initdb + pg_ctl start) {server_start_s:.2f} s"
+    )
+    for r in rows:
+        if r["concurrency"] == 16:
+            ok = r["episodes_per_s"] >= TARGET_AT_16
+            print(
+                f"target >= {TARGET_AT_16:.0f} episodes/s at 16, {r['arm']}: "
+                f"{r['episodes_per_s']:.0f} ({'met' if ok else 'MISSED'})"
+            )
+    write_json(
+        args.json,
+        "postgres",
+        {
+            "target_episodes_per_s_at_16": TARGET_AT_16,
+            "rows": rows,
+            "setup": setup,
+            "server_start_s": server_start_s,
+        },
+        start_load,
+    )
+
+
+if __name__ == "__main__":
+    main()

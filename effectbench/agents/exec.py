@@ -1,0 +1,527 @@
+"""ExecArm: an agent in any language, run as a child process that speaks the agent protocol.
+
+Two modes. ``shared`` (the default): one long-lived process serves every episode of
+the arm concurrently; messages carry the episode id, and the process is restarted for
+later episodes if it dies. ``per_episode``: a fresh process per episode, killed once it
+has reported (so nothing it does after its report reaches the product), which is also
+the mode in which one episode's agent never sees another episode's channels.
+
+Whatever goes wrong is that episode's ``agent`` failure, with the reason in the
+exception's name and message: a malformed line, a message for an episode the process
+was not given, a line over the size limit or too many actions (``AgentMalformed``), no
+report by the deadline (``AgentTimeout``), the process exiting before it reported
+(``AgentExited``), or not starting at all (``AgentStartFailed``). In shared mode a line
+that names no episode it was given cannot be pinned on one episode: it is dropped and
+counted (``stray_lines``), and the episodes it might have meant run into their deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import shlex
+import signal
+import subprocess
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import anyio
+import anyio.abc
+import attrs
+import orjson
+import structlog
+
+from effectbench.agents import protocol, sandbox
+from effectbench.agents.sandbox import Containment
+from effectbench.core.arm import TaskView
+from effectbench.core.model import AgentReport
+from effectbench.core.provider import EnvHandle, Telemetry
+
+log = structlog.get_logger("effectbench.agents")
+
+EXEC_PREFIX: Final = "exec:"
+EXEC_EACH_PREFIX: Final = "exec-each:"
+"""``exec-each:<command line>``: the same, one process per episode."""
+DEFAULT_TIMEOUT_S: Final = 300.0
+MAX_LINE: Final = 1 << 20
+MAX_ACTIONS: Final = 10_000
+STDERR_TAIL: Final = 2_000
+_STOP_GRACE_S: Final = 5.0
+_EXIT_WAIT_S: Final = 2.0
+"""How long after its stdout ended a process has to exit before its episodes fail
+without an exit code (one that closed stdout and lives on)."""
+
+Mode = Literal["shared", "per_episode"]
+Execution = Literal["in_process", "subprocess", "isolated"]
+
+
+class AgentFailure(Exception):
+    """An episode the agent process failed; the scheduler records it as an ``agent`` failure."""
+
+
+class AgentMalformed(AgentFailure):
+    """A line that breaks the protocol (not JSON, wrong fields, too long, unknown episode)."""
+
+
+class AgentTimeout(AgentFailure):
+    """No report by the episode's deadline."""
+
+
+class AgentExited(AgentFailure):
+    """The process ended (crashed or exited) before it reported."""
+
+
+class AgentGaveUp(AgentFailure):
+    """The agent sent an ``error`` message: it could not go on (like an arm that raises)."""
+
+
+class AgentStartFailed(AgentFailure):
+    """The process could not be started."""
+
+
+class ContainmentUnavailable(Exception):
+    """Isolation was required but this host cannot provide it; the message says why."""
+
+
+@attrs.define
+class _Slot:
+    """One episode in flight on a process."""
+
+    telemetry: Telemetry
+    done: anyio.Event = attrs.field(factory=anyio.Event)
+    report: AgentReport | None = None
+    error: AgentFailure | None = None
+    actions: int = 0
+
+    def finish(self, report: AgentReport | None = None, error: AgentFailure | None = None) -> None:
+        if self.done.is_set():
+            return
+        self.report, self.error = report, error
+        self.done.set()
+
+
+def _preview(line: bytes) -> str:
+    text = line[:80].decode("utf-8", "replace")
+    return repr(text + ("..." if len(line) > 80 else ""))
+
+
+class _Conn:
+    """One agent process: its pipes, the episodes it holds, and what it said on stderr."""
+
+    def __init__(self, proc: anyio.abc.Process, label: str, sole: str | None) -> None:
+        self.proc = proc
+        self.label = label
+        self.sole = sole
+        """The one episode of a per-episode process: every stray line is its failure."""
+        self.pending: dict[str, _Slot] = {}
+        self.alive = True
+        self.stray = 0
+        self._lock = anyio.Lock()
+        self._stderr: deque[bytes] = deque()
+        self._stderr_size = 0
+        self._stderr_done = anyio.Event()
+
+    async def send(self, line: bytes) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        async with self._lock:
+            await stdin.send(line)
+
+    def stderr_tail(self) -> str:
+        text = b"".join(self._stderr).decode("utf-8", "replace")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        return f" (stderr: {lines[-1][-300:]})" if lines else ""
+
+    async def pump_stderr(self) -> None:
+        stream = self.proc.stderr
+        assert stream is not None
+        try:
+            async for chunk in stream:
+                self._stderr.append(chunk)
+                self._stderr_size += len(chunk)
+                while self._stderr_size > STDERR_TAIL and len(self._stderr) > 1:
+                    self._stderr_size -= len(self._stderr.popleft())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            self._stderr_done.set()
+
+    async def pump_stdout(self) -> None:
+        """Split stdout into lines and dispatch them; at the end, fail what is left."""
+        stream = self.proc.stdout
+        assert stream is not None
+        buf = bytearray()
+        skipping = False
+        try:
+            async for chunk in stream:
+                start = 0
+                while True:
+                    nl = chunk.find(b"\n", start)
+                    if nl < 0:
+                        if not skipping:
+                            buf += chunk[start:]
+                            if len(buf) > MAX_LINE:
+                                buf.clear()
+                                skipping = True
+                                self._stray(f"a line longer than {MAX_LINE} bytes")
+                        break
+                    if skipping:
+                        skipping = False
+                    elif buf:
+                        buf += chunk[start:nl]
+                        self._line(bytes(buf))
+                        buf.clear()
+                    else:
+                        self._line(chunk[start:nl])
+                    start = nl + 1
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            self.alive = False
+        with anyio.move_on_after(_EXIT_WAIT_S):  # stdout ends as a process exits: wait a little
+            await self.proc.wait()
+            await self._stderr_done.wait()  # its last words name the reason (e.g. bwrap's)
+        code = self.proc.returncode
+        if code is None:
+            how = "closed its stdout"
+        else:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        self.fail_all(
+            AgentExited(f"the agent process {how} before it reported{self.stderr_tail()}")
+        )
+
+    def fail_all(self, error: AgentFailure) -> None:
+        for slot in list(self.pending.values()):
+            slot.finish(error=error)
+
+    def _stray(self, what: str) -> None:
+        if self.sole is not None:
+            slot = self.pending.get(self.sole)
+            if slot is not None:
+                kind = AgentMalformed
+                slot.finish(error=kind(f"the agent wrote {what}"))
+            return
+        self.stray += 1
+        if self.stray <= 3:
+            log.warning("agent.stray_line", arm=self.label, what=what, dropped=self.stray)
+
+    def _line(self, line: bytes) -> None:
+        if len(line) > MAX_LINE:
+            self._stray(f"a line longer than {MAX_LINE} bytes")
+            return
+        if not line.strip():
+            return
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            self._stray(f"a line that is not JSON: {_preview(line)}")
+            return
+        if not isinstance(msg, dict):
+            self._stray(f"a JSON {type(msg).__name__} instead of a message object")
+            return
+        ep = msg.get("episode_id")
+        slot = self.pending.get(ep) if isinstance(ep, str) else None
+        if slot is None:
+            self._stray(f"a {msg.get('type')!r} message for unknown episode {ep!r}")
+            return
+        self._deliver(slot, msg)
+
+    def _deliver(self, slot: _Slot, msg: dict[str, Any]) -> None:
+        if slot.done.is_set():
+            return
+        why = protocol.problem(msg)
+        if why is not None:
+            slot.finish(error=AgentMalformed(f"the agent sent a malformed message: {why}"))
+            return
+        kind = msg["type"]
+        if kind == "report":
+            slot.finish(report=protocol.to_report(msg))
+        elif kind == "error":
+            what = " ".join(str(msg.get("message", "")).split())[:300] or "no reason given"
+            slot.finish(error=AgentGaveUp(f"the agent gave up on the episode: {what}"))
+        elif kind == "action":
+            slot.actions += 1
+            if slot.actions > MAX_ACTIONS:
+                slot.finish(error=AgentMalformed(f"the agent sent more than {MAX_ACTIONS} actions"))
+                return
+            slot.telemetry.action(msg["kind"], **protocol.action_detail(msg))
+        else:
+            slot.telemetry.model_call(protocol.to_model_call(msg))
+
+    def kill(self) -> None:
+        """SIGKILL the process group (a plain subprocess's children too); a sandbox's
+        processes die with it (bubblewrap's --die-with-parent and its PID namespace)."""
+        self.alive = False
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # already gone
+        except PermissionError:
+            # Only then the process itself: Popen.send_signal polls first, and a poll that
+            # reaps the child races asyncio's child watcher (which then reports exit 255).
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+
+
+def _outcome(slot: _Slot) -> AgentReport:
+    if slot.error is not None:
+        raise slot.error
+    assert slot.report is not None
+    return slot.report
+
+
+def _spec_name(argv: Sequence[str]) -> str:
+    """``exec:<stem>`` of the last argument naming a file (else of the program)."""
+    files = [a for a in argv[1:] if not a.startswith("-") and Path(a).is_file()]
+    stem = Path(files[-1] if files else argv[0]).stem
+    return f"{EXEC_PREFIX}{stem}"
+
+
+def _code_version(argv: Sequence[str]) -> str:
+    """What code the agent is: the command line and the bytes of every file it names,
+    so a resume after the agent's script changed is refused (plan identity)."""
+    digest = hashlib.sha256(orjson.dumps(list(argv)))
+    for arg in argv:
+        path = Path(arg)
+        if not arg.startswith("-") and path.is_file():
+            with contextlib.suppress(OSError):
+                digest.update(path.read_bytes())
+    return f"exec-sha256:{digest.hexdigest()[:16]}"
+
+
+class ExecArm:
+    """An out-of-process agent speaking the agent protocol (docs/agent-protocol.md).
+
+    ``isolate``: None isolates when the host can (the default), True requires it
+    (``ContainmentUnavailable`` otherwise), False runs a plain subprocess.
+    ``timeout_s`` bounds an episode when the scheduler gives no ``--episode-timeout``.
+    """
+
+    def __init__(
+        self,
+        command: str | Sequence[str],
+        *,
+        name: str | None = None,
+        mode: Mode = "shared",
+        isolate: bool | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        if not argv:
+            raise ValueError("an exec arm needs a command line, e.g. exec:node agent.js")
+        if mode not in ("shared", "per_episode"):
+            raise ValueError(f"mode must be 'shared' or 'per_episode', got {mode!r}")
+        self.argv: tuple[str, ...] = tuple(argv)
+        self.name: str = name or _spec_name(argv)
+        self.mode: Mode = mode
+        self.isolate = isolate
+        self.timeout_s = timeout_s
+        self.env = dict(env or {})
+        self.version: str = _code_version(argv)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._hide: tuple[str, ...] = ()
+        self._shared: _Conn | None = None
+        self._starting = anyio.Lock()
+        self.stray_lines = 0
+        self.processes_started = 0
+
+    @classmethod
+    def from_spec(cls, spec: str) -> ExecArm:
+        """``exec:<command line>`` (one long-lived process) or ``exec-each:<command line>``
+        (one process per episode), shell-style quoting, as given to ``--arm``."""
+        if spec.startswith(EXEC_EACH_PREFIX):
+            argv = shlex.split(spec.removeprefix(EXEC_EACH_PREFIX))
+            name = EXEC_EACH_PREFIX + _spec_name(argv).removeprefix(EXEC_PREFIX) if argv else None
+            return cls(argv, name=name, mode="per_episode")
+        return cls(spec.removeprefix(EXEC_PREFIX))
+
+    def with_isolation(self, isolate: bool | None) -> ExecArm:
+        """The same agent with another isolation choice (the run's ``--isolate``)."""
+        clone = ExecArm(
+            self.argv, name=self.name, mode=self.mode, isolate=isolate,
+            timeout_s=self.timeout_s, env=self.env,
+        )  # fmt: skip
+        clone.version = self.version
+        return clone
+
+    @property
+    def containment(self) -> Containment | None:
+        """The host's containment when isolation is wanted (None: not wanted)."""
+        return None if self.isolate is False else sandbox.probe()
+
+    @property
+    def execution(self) -> Execution:
+        """How this arm's episodes run, as the manifest records it."""
+        c = self.containment
+        if c is not None and c.available:
+            return "isolated"
+        if self.isolate is True:
+            assert c is not None
+            raise ContainmentUnavailable(f"--isolate: {c.reason}")
+        return "subprocess"
+
+    @property
+    def execution_note(self) -> str | None:
+        """Why a protocol agent that would be isolated is not, in one line."""
+        c = self.containment
+        return None if c is None or c.available else c.reason
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, run_dir: Path | None = None) -> AsyncIterator[None]:
+        """Around a run (the scheduler enters it): hosts the long-lived process and
+        stops it at the end. ``run_dir`` is hidden from a sandbox that would see it."""
+        self._hide = () if run_dir is None else (str(run_dir),)
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield
+            finally:
+                self._tg = None
+                with anyio.CancelScope(shield=True):
+                    await self._stop_shared()
+                tg.cancel_scope.cancel()
+
+    def command(self) -> list[str]:
+        """The command line actually started (wrapped in the sandbox when isolated)."""
+        if self.execution == "isolated":
+            c = self.containment
+            assert c is not None
+            return sandbox.wrap(c, self.argv, hide=self._hide, env=self.env)
+        return list(self.argv)
+
+    async def _spawn(self, sole: str | None, tg: anyio.abc.TaskGroup) -> _Conn:
+        env = None if self.execution == "isolated" else {**os.environ, **self.env}
+        try:
+            proc = await anyio.open_process(
+                self.command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise AgentStartFailed(
+                f"cannot start the agent {shlex.join(self.argv)!r}: {exc.strerror or exc}"
+            ) from None
+        self.processes_started += 1
+        conn = _Conn(proc, self.name, sole)
+        tg.start_soon(conn.pump_stdout)
+        tg.start_soon(conn.pump_stderr)
+        return conn
+
+    async def _shared_conn(self) -> _Conn:
+        async with self._starting:
+            conn = self._shared
+            if conn is None or not conn.alive:
+                if conn is not None:
+                    self.stray_lines += conn.stray
+                    await self._reap(conn)
+                assert self._tg is not None
+                conn = self._shared = await self._spawn(None, self._tg)
+            return conn
+
+    async def _stop_shared(self) -> None:
+        conn, self._shared = self._shared, None
+        if conn is None:
+            return
+        self.stray_lines += conn.stray
+        if conn.proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                await conn.proc.stdin.aclose()  # end of input: a well-behaved agent exits
+        with anyio.move_on_after(_STOP_GRACE_S):
+            await conn.proc.wait()
+        await self._reap(conn)
+
+    async def _reap(self, conn: _Conn) -> None:
+        """Kill, wait for the exit and close the pipes (so no transport outlives the loop)."""
+        conn.kill()
+        shielded = anyio.CancelScope(shield=True)
+        with shielded, anyio.move_on_after(_STOP_GRACE_S), contextlib.suppress(Exception):
+            await conn.proc.aclose()
+
+    # ----------------------------------------------------------------- one episode
+
+    def _budget(self) -> float:
+        """Seconds this episode may take: the arm's limit, or less when the scheduler's
+        ``--episode-timeout`` ends sooner."""
+        left = anyio.current_effective_deadline() - anyio.current_time()
+        return max(0.0, min(self.timeout_s, left)) if math.isfinite(left) else self.timeout_s
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        if self.mode == "per_episode":
+            return await self._run_own_process(task, env)
+        if self._tg is None:
+            raise RuntimeError(
+                f"arm {self.name!r} runs a long-lived agent process: use it inside "
+                "`async with arm.lifespan():` (the scheduler does this)"
+            )
+        conn = await self._shared_conn()
+        return _outcome(await self._exchange(conn, task, env, shared=True))
+
+    async def _run_own_process(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        # Failures are raised after the task group: inside it they would be grouped.
+        slot: _Slot | AgentStartFailed
+        async with anyio.create_task_group() as tg:
+            try:
+                conn = await self._spawn(task.episode_id, tg)
+            except AgentStartFailed as exc:
+                slot = exc
+            else:
+                try:
+                    slot = await self._exchange(conn, task, env, shared=False)
+                finally:
+                    await self._reap(conn)
+                    tg.cancel_scope.cancel()
+        if isinstance(slot, AgentStartFailed):
+            raise slot
+        return _outcome(slot)
+
+    async def _exchange(
+        self, conn: _Conn, task: TaskView, env: EnvHandle, *, shared: bool
+    ) -> _Slot:
+        ep = task.episode_id
+        budget = self._budget()
+        slot = conn.pending[ep] = _Slot(env.telemetry)
+        try:
+            with anyio.move_on_after(budget) as scope:
+                try:
+                    await conn.send(protocol.episode_line(task, env.channels, budget))
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    pass  # the process is gone; pump_stdout fails the slot with its exit
+                await slot.done.wait()
+            if scope.cancelled_caught and not slot.done.is_set():
+                slot.finish(error=AgentTimeout(f"the agent sent no report within {budget:g}s"))
+        finally:
+            del conn.pending[ep]
+            if shared and slot.report is None and conn.alive:
+                await self._cancel(conn, ep, slot)
+            slot.finish(error=AgentTimeout("the episode was cancelled"))
+        return slot
+
+    async def _cancel(self, conn: _Conn, ep: str, slot: _Slot) -> None:
+        reason = str(slot.error) if slot.error is not None else "the harness gave up on it"
+        with anyio.move_on_after(1.0, shield=True):
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await conn.send(protocol.cancel_line(ep, reason))
+
+
+__all__ = [
+    "EXEC_EACH_PREFIX",
+    "EXEC_PREFIX",
+    "AgentExited",
+    "AgentFailure",
+    "AgentGaveUp",
+    "AgentMalformed",
+    "AgentStartFailed",
+    "AgentTimeout",
+    "ContainmentUnavailable",
+    "ExecArm",
+]

@@ -1,0 +1,210 @@
+"""Containment for protocol agents: a bubblewrap sandbox, or an honest "not available".
+
+The sandbox gives the agent process its own mount, PID, IPC, UTS and user namespaces:
+a read-only view of the system's programs and libraries (``/usr`` and the merged-usr
+links, a few files of ``/etc``), its own program files read-only, a private tmpfs as
+scratch (``/tmp``, also ``$HOME`` and the working directory), a fresh ``/proc`` that
+shows only its own processes, and a minimal ``/dev``. Nothing else of the host is
+mounted: not the run directory, not ``/dev/shm`` or the host's ``/tmp`` (where
+MockMed's episode databases live). When the harness runs as root the sandbox is
+entered as uid/gid 65534 (nobody), inside and outside the user namespace.
+
+The network namespace is the host's, so the episode's HTTP channel on 127.0.0.1 is
+reachable; docs/agent-protocol.md states what that leaves open.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+NOBODY: Final = 65534
+SCRATCH: Final = "/tmp"
+_ETC: Final = (
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+)
+_TOP_LEVEL: Final = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SAFE_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+SHARED_DIRS: Final = frozenset(
+    ("/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/run", "/proc", "/home", "/root", "/etc")
+)
+"""Directories never mounted whole as an agent's program directory (they hold other
+users' and the harness's files); a script directly inside one is mounted alone."""
+
+
+@attrs.frozen
+class Containment:
+    """Whether this host can isolate agents, and if not, why (one line)."""
+
+    available: bool
+    reason: str
+    bwrap: str | None = None
+    setpriv: str | None = None
+
+
+def _top_level_args() -> list[str]:
+    args: list[str] = []
+    for top in _TOP_LEVEL:
+        path = Path(top)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), top]
+        elif path.is_dir():
+            args += ["--ro-bind", top, top]
+    return args
+
+
+def _ro_binds(paths: Iterable[str]) -> list[str]:
+    args: list[str] = []
+    for p in dict.fromkeys(paths):
+        args += ["--ro-bind-try", p, p]
+    return args
+
+
+def program_paths(argv: Sequence[str]) -> list[str]:
+    """Host paths the agent's own program needs read-only: the directory of every
+    argument naming an existing file (its script), and the install prefix of an
+    interpreter that lives outside /usr (e.g. a pyenv or uv Python). An argument naming
+    a directory is not mounted: it is data the agent is told about, not its program."""
+    paths: list[str] = []
+    for i, arg in enumerate(argv):
+        found = shutil.which(arg) if i == 0 and "/" not in arg else None
+        candidate = Path(found or arg)
+        if not candidate.is_file():
+            continue
+        real = candidate.resolve()
+        if str(real).startswith("/usr/"):
+            continue
+        if i == 0 and real.parent.name == "bin":
+            paths.append(str(real.parent.parent))  # the interpreter's prefix (its stdlib)
+        elif str(real.parent) in SHARED_DIRS:
+            paths.append(str(real))  # a script loose in /tmp and the like: only the file
+        else:
+            paths.append(str(real.parent))
+    return paths
+
+
+def absolute_argv(argv: Sequence[str]) -> list[str]:
+    """The command with its program resolved on PATH and file arguments made absolute,
+    so it runs the same inside the sandbox, whose working directory is the scratch dir."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if i == 0 and "/" not in arg:
+            found = shutil.which(arg)
+            out.append(found if found is not None else arg)
+        elif not arg.startswith("-") and Path(arg).exists():
+            out.append(str(Path(arg).resolve()))
+        else:
+            out.append(arg)
+    return out
+
+
+def wrap(
+    containment: Containment,
+    argv: Sequence[str],
+    *,
+    hide: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> list[str]:
+    """The command line that runs ``argv`` inside the sandbox. ``hide`` are host
+    directories (the run directory) masked with an empty tmpfs should a program
+    directory contain them."""
+    assert containment.available and containment.bwrap is not None
+    argv = absolute_argv(argv)
+    prefix: list[str] = []
+    if containment.setpriv is not None:
+        prefix = [containment.setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    programs = program_paths(argv)
+    masks: list[str] = []
+    for h in hide:
+        real = str(Path(h).resolve())
+        if any(real == p or real.startswith(p.rstrip("/") + "/") for p in programs):
+            masks += ["--tmpfs", real]
+    setenv: list[str] = []
+    for key, value in {
+        "PATH": SAFE_PATH,
+        "HOME": SCRATCH,
+        "LANG": "C.UTF-8",
+        **(env or {}),
+    }.items():
+        setenv += ["--setenv", key, value]
+    return [
+        *prefix,
+        containment.bwrap,
+        "--unshare-user",
+        "--uid", str(NOBODY),
+        "--gid", str(NOBODY),
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        *setenv,
+        "--ro-bind", "/usr", "/usr",
+        *_top_level_args(),
+        *_ro_binds(_ETC),
+        "--tmpfs", SCRATCH,  # before the program binds, so a program under /tmp stays visible
+        *_ro_binds(programs),
+        *masks,
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--chdir", SCRATCH,
+        "--remount-ro", "/dev",
+        "--remount-ro", "/",
+        "--",
+        *argv,
+    ]  # fmt: skip
+
+
+@functools.cache
+def probe() -> Containment:
+    """Can this host run the sandbox? Tried once per process with a real ``true``."""
+    if os.uname().sysname != "Linux":
+        return Containment(
+            False, f"agent containment needs Linux namespaces; this is {os.uname().sysname}"
+        )
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Containment(
+            False, "agent containment needs bubblewrap (bwrap), which is not installed"
+        )
+    setpriv = shutil.which("setpriv") if os.geteuid() == 0 else None
+    if os.geteuid() == 0 and setpriv is None:
+        return Containment(
+            False, "running as root, agent containment needs setpriv to drop to nobody"
+        )
+    trial = Containment(True, "bubblewrap", bwrap, setpriv)
+    true = shutil.which("true") or "/usr/bin/true"
+    try:
+        done = subprocess.run(
+            wrap(trial, [true]),
+            capture_output=True,
+            timeout=10,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Containment(False, f"bubblewrap could not start: {exc}")
+    if done.returncode != 0:
+        why = " ".join(done.stderr.decode("utf-8", "replace").split()) or f"exit {done.returncode}"
+        return Containment(False, f"bubblewrap cannot create namespaces here: {why}")
+    return trial
+
+
+__all__ = ["Containment", "absolute_argv", "probe", "program_paths", "wrap"]

@@ -1,0 +1,135 @@
+"""``llm``: a language-model arm over any OpenAI-compatible chat-completions endpoint.
+
+Configured by options (``LlmArm(base_url=..., model=...)``) or, for what an option
+leaves unset, by the environment: ``EFFECTBENCH_LLM_BASE_URL`` (e.g.
+``http://127.0.0.1:8000/v1``), ``EFFECTBENCH_LLM_MODEL``, ``EFFECTBENCH_LLM_API_KEY``
+and ``EFFECTBENCH_LLM_PRICES`` (a price table file, see ``prices``). The registered
+entry point refuses to build an arm without a base URL and a model, so
+``effectbench run --arm llm`` stops at once with one line saying what to set; an arm
+built in Python without them fails each of its episodes with that reason instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Final
+
+import aiohttp
+
+from effectbench.arms.llm.client import ChatClient, ModelEndpointError, RetryPolicy, Sleep
+from effectbench.arms.llm.loop import Budget, run_loop
+from effectbench.arms.llm.prices import PriceTable, PriceTableError, load_prices
+from effectbench.arms.llm.tools import tools_for
+from effectbench.core.arm import TaskView
+from effectbench.core.model import AgentReport
+from effectbench.core.provider import EnvHandle
+
+__all__ = [
+    "Budget",
+    "LlmArm",
+    "LlmNotConfigured",
+    "ModelEndpointError",
+    "PriceTable",
+    "PriceTableError",
+    "RetryPolicy",
+    "entry_point",
+    "from_environment",
+]
+
+ENV_BASE_URL: Final = "EFFECTBENCH_LLM_BASE_URL"
+ENV_MODEL: Final = "EFFECTBENCH_LLM_MODEL"
+ENV_API_KEY: Final = "EFFECTBENCH_LLM_API_KEY"
+ENV_PRICES: Final = "EFFECTBENCH_LLM_PRICES"
+
+
+class LlmNotConfigured(Exception):
+    """No endpoint or model to call; the message says what to set."""
+
+
+def _missing(base_url: str | None, model: str | None) -> str | None:
+    need = [name for name, v in ((ENV_BASE_URL, base_url), (ENV_MODEL, model)) if not v]
+    if not need:
+        return None
+    return (
+        f"the llm arm has no {' and no '.join('endpoint' if n == ENV_BASE_URL else 'model' for n in need)}: "
+        f"set {' and '.join(need)} (e.g. {ENV_BASE_URL}=http://127.0.0.1:8000/v1)"
+    )
+
+
+class LlmArm:
+    """A tool-calling model loop; see the module docstring for its configuration."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "llm",
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        prices: PriceTable | str | os.PathLike[str] | None = None,
+        budget: Budget | None = None,
+        retry: RetryPolicy | None = None,
+        request_timeout_s: float = 120.0,
+        environ: Mapping[str, str] | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self.name = name
+        self.base_url = base_url or env.get(ENV_BASE_URL) or None
+        self.model = model or env.get(ENV_MODEL) or None
+        self._api_key = api_key or env.get(ENV_API_KEY) or None
+        if prices is None and env.get(ENV_PRICES):
+            prices = env[ENV_PRICES]
+        self.prices = (
+            prices if prices is None or isinstance(prices, PriceTable) else load_prices(prices)
+        )
+        self.budget = Budget() if budget is None else budget
+        self.retry = RetryPolicy() if retry is None else retry
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+        self._sleep = sleep
+        self.not_configured = _missing(self.base_url, self.model)
+
+    def preflight(self) -> None:
+        """Called by the harness before a run writes anything: an arm with no endpoint
+        stops the run with one line instead of failing every episode."""
+        if self.not_configured is not None:
+            raise LlmNotConfigured(self.not_configured)
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        if self.not_configured is not None:
+            raise LlmNotConfigured(self.not_configured)
+        assert self.base_url is not None and self.model is not None
+        async with aiohttp.ClientSession(timeout=self._timeout) as session:
+            client = ChatClient(
+                session,
+                base_url=self.base_url,
+                model=self.model,
+                api_key=self._api_key,
+                prices=self.prices,
+                telemetry=env.telemetry,
+                retry=self.retry,
+                **({} if self._sleep is None else {"sleep": self._sleep}),
+            )
+            return await run_loop(task, client, tools_for(env, session), self.budget, env.telemetry)
+
+
+def entry_point() -> LlmArm:
+    """The ``llm`` entry point: loads on any machine, so ``effectbench arms`` lists it as
+    loaded; a missing endpoint is reported when a run starts (``preflight``). A price
+    table that cannot be read is a broken plugin (LlmNotConfigured, one line)."""
+    try:
+        return LlmArm()
+    except PriceTableError as exc:
+        raise LlmNotConfigured(f"{ENV_PRICES}: {exc}") from None
+
+
+def from_environment() -> LlmArm:
+    """The ``llm`` entry point: an arm from the environment, or LlmNotConfigured (one line)."""
+    try:
+        arm = LlmArm()
+    except PriceTableError as exc:
+        raise LlmNotConfigured(f"{ENV_PRICES}: {exc}") from None
+    if arm.not_configured is not None:
+        raise LlmNotConfigured(arm.not_configured)
+    return arm

