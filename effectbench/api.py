@@ -22,7 +22,14 @@ from effectbench.core.arm import Arm
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.provider import BenchmarkProvider
 from effectbench.run.options import DEFAULTS, OptionsError, RunOptions
-from effectbench.run.plan import Plan, PlanError, ProviderInfo, build_plan, diff_plans
+from effectbench.run.plan import (
+    Plan,
+    PlanError,
+    ProviderInfo,
+    build_plan,
+    count_planned,
+    diff_plans,
+)
 from effectbench.run.scheduler import (
     LOG_NAME,
     Observer,
@@ -55,6 +62,8 @@ class RunResult:
     run_id: str = ""
     interrupted: bool = False
     outcome: RunOutcome | None = attrs.field(default=None, eq=False, repr=False)
+    already_complete: bool = False
+    """A resume of a run whose every episode had ended: nothing ran, the log is untouched."""
 
 
 ArmLike = Arm | str
@@ -257,7 +266,7 @@ async def execute(
     arms: Sequence[ArmLike] | None = None,
     trials: int | None = None,
     task_globs: Sequence[str] | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
+    concurrency: int | None = DEFAULT_CONCURRENCY,
     out: str | os.PathLike[str] | None = None,
     resume: str | os.PathLike[str] | None = None,
     episode_timeout: float | None = None,
@@ -290,7 +299,7 @@ async def execute(
         registry = Registry()
     try:
         options = RunOptions(
-            concurrency=concurrency,
+            concurrency=concurrency if concurrency is not None else DEFAULTS.concurrency,
             episode_timeout=episode_timeout,
             oracle_retries=oracle_retries,
             oracle_backoff=oracle_backoff,
@@ -319,6 +328,8 @@ async def execute(
                 f"{run_dir} holds no {LOG_NAME}; it is not a run directory that can be resumed"
             )
         state = load_resume_state(run_dir / LOG_NAME)
+        if concurrency is None and state.concurrency:  # None: not given, keep the recorded one
+            options = attrs.evolve(options, concurrency=state.concurrency)
         recorded = state.plan
         refs = recorded.get("refs") or {}
         if provider is None:
@@ -380,6 +391,10 @@ async def execute(
             diffs = diff_plans(state.plan, plan.identity()) or ["the plan hash differs"]
             raise RunError(f"refusing to resume {run_dir}: the plan differs ({'; '.join(diffs)})")
         run_id = state.run_id
+        if not state.unterminated and count_planned(plan, state.terminated) == plan.n_episodes:
+            done = _already_complete(run_dir, run_id)
+            if done is not None:
+                return done
     else:
         run_id = _run_id(plan)
         run_dir = Path(out) if out is not None else Path(runs_root) / run_id
@@ -413,6 +428,20 @@ async def execute(
         return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
     metrics, summary = built[0]
     return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, False, outcome)
+
+
+def _already_complete(run_dir: Path, run_id: str) -> RunResult | None:
+    """A resume with nothing left to run: no session is opened, so the log stays byte for
+    byte as it was; the artifacts already built are returned as they are. None when they
+    cannot be read (killed while building them): then the resume runs, to build them."""
+    from effectbench.core.rundir import METRICS_FILE, SUMMARY_FILE
+
+    try:
+        metrics = orjson.loads((run_dir / METRICS_FILE).read_bytes())
+        summary = (run_dir / SUMMARY_FILE).read_text(encoding="utf-8")
+    except (OSError, orjson.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, already_complete=True)
 
 
 async def _preflight(prov: BenchmarkProvider, options: Mapping[str, str]) -> None:

@@ -157,9 +157,10 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
     ),
     # The scripted solution misses the declared effect: the task cannot be done as written.
     task("broken", solution={**SOLUTION, "type": "Urgent"}),
-    # A control is exempt from the adversary check even with a count-only effect.
+    # A control whose oracle only counts rows: a wrong note passes it, which is no exemption.
     task("control", Category.CONTROL, expected_effect=COUNT_ONLY),
-    # ... but not from a do-nothing program: the row is already there, so null passes.
+    # ... nor is a do-nothing program passing: the row is already there, so null passes.
+    # Only the duplicate, absorbed by the upsert into the one row, is exempt here.
     task(
         "control_preseeded",
         Category.CONTROL,
@@ -337,7 +338,11 @@ def test_mockmed_finding_duplicate_succeeds_only_on_the_idempotent_control(
     mockmed: AuditReport,
 ) -> None:
     """The product's idempotency key turns a double submit into one row: an exempt control."""
-    notes = {t.task_id: t.notes for t in mockmed.tasks}
+    # (the form refuses the type "Triage-x": wrong_value_2 is reported as not exercised)
+    unexercised = "adversary wrong_value_2 changed no row on any trial"
+    notes = {
+        t.task_id: [n for n in t.notes if not n.startswith(unexercised)] for t in mockmed.tasks
+    }
     (note,) = notes["mockmed::idempotent"]
     assert note.startswith(
         "adversary duplicate reached SUCCESS on this control task on 2 of 2 trial(s) (exempt) ["
@@ -351,8 +356,9 @@ def test_mockmed_audit_directory_holds_the_evidence(mockmed: AuditReport) -> Non
     rows = [
         orjson.loads(x) for x in (run_dir / "results.jsonl").read_bytes().splitlines() if x.strip()
     ]
-    assert {r["arm"] for r in rows} == set(AUDIT_ARMS)
-    assert len(rows) == 9 * len(AUDIT_ARMS) * 2
+    assert mockmed.arms == (*AUDIT_ARMS, "wrong_value_1", "wrong_value_2")  # patient_id, type
+    assert {r["arm"] for r in rows} == set(mockmed.arms)
+    assert len(rows) == 9 * len(mockmed.arms) * 2
     saved = orjson.loads((run_dir / AUDIT_FILE).read_bytes())
     assert saved["ok"] is True and saved["attestations"] == mockmed.attestations
 
@@ -381,7 +387,7 @@ def test_cli_audit_exits_0_for_mockmed(tmp_path: Path) -> None:
 
 def test_the_sound_tasks_are_audited(weak: AuditReport) -> None:
     tasks = by_id(weak)
-    for tid in ("notes::good", "notes::refuse", "notes::control", "notes::no_confusable"):
+    for tid in ("notes::good", "notes::refuse", "notes::no_confusable"):
         assert tasks[tid].status == "audited", tasks[tid].reasons
     assert not weak.ok
 
@@ -411,7 +417,8 @@ def test_the_attestation_comes_from_evidence_not_the_declared_flag(weak: AuditRe
 def test_a_selector_without_the_patient_is_gameable_by_wrong_target(weak: AuditReport) -> None:
     t = by_id(weak)["notes::no_patient"]
     assert t.status == "gameable"
-    assert {r.split()[1] for r in t.reasons} == {"wrong_target"}
+    # wrong_value_1 perturbs patient_id, the first fixed field, to the offered confusable p2
+    assert {r.split()[1] for r in t.reasons} == {"wrong_target", "wrong_value_1"}
 
 
 def test_a_do_nothing_program_passing_is_caught(weak: AuditReport) -> None:
@@ -434,7 +441,7 @@ def test_a_fault_that_fixes_an_adversary_is_reported_against_the_tasks_claim(
     """No correct action is declared, yet aiming at the homonym produces the correct record."""
     t = by_id(weak)["notes::swap"]
     assert t.status == "gameable"
-    assert {r.split()[1] for r in t.reasons} == {"wrong_target"}
+    assert {r.split()[1] for r in t.reasons} == {"wrong_target", "wrong_value_1"}
     assert all(
         "the task declares no correct action, yet this one produced the correct effect" in r
         for r in t.reasons
@@ -470,12 +477,13 @@ def test_a_reference_that_misses_the_effect_makes_the_task_broken(weak: AuditRep
     assert all("ABSENT" in r for r in t.reasons if r.startswith("reference"))
 
 
-def test_controls_are_exempt_from_the_adversary_check_but_the_finding_is_kept(
-    weak: AuditReport,
-) -> None:
+def test_a_count_only_control_is_gameable_not_exempt(weak: AuditReport) -> None:
+    """Only a duplicate absorbed by an idempotent control is exempt; a wrong note is not."""
     t = by_id(weak)["notes::control"]
-    assert t.status == "audited"
-    assert any("wrong_field reached SUCCESS on this control task" in n for n in t.notes)
+    assert t.status == "gameable"
+    assert {r.split()[1] for r in t.reasons} == {"wrong_field", "cross_trial"}
+    assert not any("(exempt)" in n for n in t.notes)
+    assert weak.attestations["notes::control"] is False
 
 
 def test_a_control_passable_by_a_do_nothing_program_is_gameable(weak: AuditReport) -> None:
@@ -483,29 +491,32 @@ def test_a_control_passable_by_a_do_nothing_program_is_gameable(weak: AuditRepor
     t = by_id(weak)["notes::control_preseeded"]
     assert t.status == "gameable"
     named = {r.split()[1] for r in t.reasons}
-    assert named == {"null", "phantom"}
-    # the writing attacks (the upsert absorbs them into the one row) stay exempt notes
-    assert any(
-        n.startswith("adversary duplicate reached SUCCESS on this control task") for n in t.notes
-    )
+    assert {"null", "phantom", "wrong_field", "cross_trial"} <= named and "duplicate" not in named
+    # the duplicate (the upsert absorbs it into the one row) stays an exempt note, alone
+    (note,) = [n for n in t.notes if "(exempt)" in n]
+    assert note.startswith("adversary duplicate reached SUCCESS on this control task")
 
 
 def test_an_attack_the_product_refused_is_reported_as_not_exercised(weak: AuditReport) -> None:
     notes = by_id(weak)["notes::no_confusable"].notes
-    (note,) = notes
+    (note,) = [n for n in notes if "wrong_target" in n]
     assert note.startswith(
         "adversary wrong_target changed no row on any trial although the reference's write"
     )
     assert "not exercised" in note
-    assert not any("not exercised" in n for n in by_id(weak)["notes::good"].notes)
+    assert not any(
+        "wrong_target" in n and "not exercised" in n for n in by_id(weak)["notes::good"].notes
+    )
 
 
 def test_format_audit_is_a_table_with_reasons(weak: AuditReport) -> None:
     text = format_audit(weak)
-    assert text.splitlines()[0].startswith("audit of weak-pack 0.0.1: 12 tasks x 8 arms x 2 trials")
+    assert text.splitlines()[0].startswith(
+        "audit of weak-pack 0.0.1: 12 tasks x 10 arms x 2 trials"
+    )
     assert "notes::count_only" in text and "gameable" in text
     assert "    - adversary wrong_field was scored SUCCESS" in text
-    assert text.splitlines()[-1].startswith("4/12 audited: 8 task(s) failed the audit")
+    assert text.splitlines()[-1].startswith("3/12 audited: 9 task(s) failed the audit")
 
 
 def test_cli_main_exits_1_with_reasons_for_the_weak_pack(
@@ -647,3 +658,178 @@ def test_the_audit_bounds_provisioning_by_its_provider_timeout(tmp_path: Path) -
     assert err.getvalue().strip() == (
         "effectbench audit: --provider-timeout must be a positive number of seconds, got 0"
     )
+
+
+def test_cli_audit_task_globs_select_tasks_like_run(tmp_path: Path) -> None:
+    """`audit --task GLOB` (repeatable) audits only the matching tasks; a glob matching none
+    is one line on stderr, exit 2, like `run --task`."""
+    exe = Path(sys.executable).parent / "effectbench"
+    base = [str(exe), "audit", "--provider", "mockmed", "--trials", "1"]
+    proc = subprocess.run(
+        [*base, "--out", str(tmp_path / "a"), "--task", "mockmed::ok", "--task", "mockmed::part*"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2/2 audited: every task audited" in proc.stdout
+    assert "mockmed::partial" in proc.stdout and "mockmed::stale" not in proc.stdout
+    bad = subprocess.run(
+        [*base, "--out", str(tmp_path / "b"), "--task", "nope*"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "selects no task" in bad.stderr
+
+
+class _InertPartialMockMed:
+    """MockMed whose partial-save fault stopped firing: that mode now saves everything."""
+
+    @staticmethod
+    def build() -> Any:
+        from effectbench_mockmed.faults import FAULTS
+        from effectbench_mockmed.provider import ANCHOR_PACK, MockMedProvider
+
+        class InertPartial(MockMedProvider):
+            pack = attrs.evolve(ANCHOR_PACK, faults={**FAULTS, "partial": FAULTS["ok"]})
+
+        return InertPartial()
+
+
+def test_a_fault_that_stopped_firing_fails_the_audit_naming_the_task(tmp_path: Path) -> None:
+    async def go() -> AuditReport:
+        return await audit_provider(
+            _InertPartialMockMed.build(),
+            out_dir=tmp_path / "a",
+            trials=1,
+            concurrency=8,
+            task_globs=("mockmed::partial", "mockmed::stale"),
+        )
+
+    report = anyio.run(go)
+    tasks = by_id(report)
+    assert not report.ok
+    t = tasks["mockmed::partial"]
+    assert t.status == "inert", t.reasons
+    assert any(
+        r.startswith("the fault did not fire on oracle::mockmed::partial::t0") for r in t.reasons
+    )
+    assert tasks["mockmed::stale"].status == "audited", tasks["mockmed::stale"].reasons
+    assert "the fault did not fire" in format_audit(report)
+
+
+# --- a ledger whose oracle forgets a fixed field ---------------------------------------------------
+
+LEDGER_SCHEMA = "CREATE TABLE payments (id INTEGER PRIMARY KEY, payee TEXT, amount_cents INTEGER, urgent INTEGER, memo TEXT)"
+PAYEES = ("acme", "globex")
+PAYMENT: dict[str, JSONScalar | ParamRef] = {
+    "payee": "acme",
+    "amount_cents": 125000,
+    "urgent": False,
+    "memo": ParamRef("memo"),
+}
+PAID = RecordWritten(table="payments", selector={"payee": "acme"})
+
+
+def payment(task_id: str, *checks: FieldEquals) -> TaskSpec:
+    return TaskSpec(
+        task_id=f"ledger::{task_id}",
+        title=task_id,
+        substrate=Substrate.WEB,
+        category=Category.C1_PARTIAL_SAVE,
+        goal="Pay acme 1250.00, not urgent, with this trial's memo.",
+        expected_effect=Effect(
+            record_written=PAID, field_equals=(FieldEquals("memo", ParamRef("memo")), *checks)
+        ),
+        oracle=OracleSpec(tables=("payments",)),
+        correct_action_available=True,
+        params={"memo": "invoice {tag}"},
+        solution=PAYMENT,
+    )
+
+
+LEDGER_PACK = (
+    payment("every_field", FieldEquals("amount_cents", 125000), FieldEquals("urgent", 0)),
+    # Reads the payee and the memo, never the amount: paying 1251 cents scores success.
+    payment("no_amount", FieldEquals("urgent", 0)),
+)
+
+
+@attrs.frozen
+class LedgerForm:
+    """Validates the payee, stores whatever amount and flag it is given."""
+
+    db: Path
+
+    def _write(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
+        if values.get("payee") not in PAYEES:
+            return ProductResponse(screen_says_saved=False, status=422, message="Unknown payee")
+        conn = sqlite3.connect(self.db, isolation_level=None, timeout=5)
+        try:
+            conn.execute(
+                "INSERT INTO payments (payee, amount_cents, urgent, memo) VALUES (?, ?, ?, ?)",
+                (
+                    values.get("payee"),
+                    values.get("amount_cents"),
+                    values.get("urgent"),
+                    values.get("memo"),
+                ),
+            )
+        finally:
+            conn.close()
+        return ProductResponse(screen_says_saved=True, status=200, message="Paid")
+
+    async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
+        return await anyio.to_thread.run_sync(lambda: self._write(values))
+
+
+class LedgerProvider(WeakPackProvider):
+    name = "ledger"
+
+    def __init__(self) -> None:
+        super().__init__(LEDGER_PACK)
+
+    async def provision(
+        self, task: TaskSpec, trial: int, params: Mapping[str, str]
+    ) -> ProvisionedEpisode:
+        assert self._root is not None, "start() first"
+        self._n += 1
+        db = self._root / f"ledger{self._n}.db"
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute(LEDGER_SCHEMA)
+        conn.close()
+
+        async def teardown() -> None:
+            db.unlink(missing_ok=True)
+
+        env = EnvHandle(channels={"confusable": '{"payee": "globex"}'}, driver=LedgerForm(db))
+        return ProvisionedEpisode(env=env, oracle=SqliteAllTablesOracle(db), teardown=teardown)
+
+
+def test_an_oracle_that_never_checks_a_fixed_field_fails_the_audit(tmp_path: Path) -> None:
+    """Each fixed field is perturbed alone: the amount +1, the flag flipped, the payee
+    redirected to the other existing payee. Only the task that checks them all passes."""
+
+    async def go() -> AuditReport:
+        return await audit_provider(
+            LedgerProvider(), out_dir=tmp_path / "a", trials=1, concurrency=8
+        )
+
+    report = anyio.run(go)
+    tasks = by_id(report)
+    assert report.arms[-3:] == (
+        "wrong_value_1",
+        "wrong_value_2",
+        "wrong_value_3",
+    )  # amount_cents, payee, urgent
+    assert tasks["ledger::every_field"].status == "audited", tasks["ledger::every_field"].reasons
+    t = tasks["ledger::no_amount"]
+    assert t.status == "gameable"
+    assert {r.split()[1] for r in t.reasons} == {"wrong_value_1"}
+    (ep,) = [e for e in t.evidence if e.startswith("wrong_value_1::")]
+    (row,) = log_event(report.log_path, t.evidence[ep])["data"]["snapshot"]["tables"]["payments"]
+    assert row["amount_cents"] == 125001
+    assert report.attestations["ledger::no_amount"] is False

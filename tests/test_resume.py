@@ -131,15 +131,13 @@ def test_resuming_a_finished_run_adds_nothing(
 
     run_dir = tmp_path / "done"
     shutil.copytree(baseline[0], run_dir)
+    before = (run_dir / "events.jsonl").read_bytes()
     proc = _cli("run", "--resume", str(run_dir), "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert "is already complete; nothing to resume" in proc.stdout
+    assert (run_dir / "events.jsonl").read_bytes() == before
     events = list(read_log(run_dir / "events.jsonl"))
-    resumed = [e for e in events if e.type == "run.resumed"]
-    assert (
-        len(resumed) == 1
-        and resumed[0].data["kept"] == N_EPISODES
-        and resumed[0].data["abandoned"] == 0
-    )
+    assert not [e for e in events if e.type == "run.resumed"]
     assert sum(1 for e in events if e.type == "episode.planned") == N_EPISODES
     assert load_run(run_dir) == baseline[1]
 

@@ -22,6 +22,12 @@ How each adversary builds its payload (the documented mutation rules):
   this trial's tag and trial ``trial + 1``'s tag with ``trial_tag`` and replaces the
   former with the latter in every string of the solution, i.e. it submits the
   payload the next trial would submit.
+- ``wrong_value_<i>`` (one arm per fixed field, ``i`` from 1): the fixed fields are the
+  solution fields that are not param-derived, in sorted name order; arm ``i`` perturbs
+  the ``i``-th one alone (a field ``env.channels["confusable"]`` names is redirected to
+  that other existing value; else a boolean is flipped, an integer gets +1, a float is
+  scaled by 100, a string gets ``-x`` appended). A task with fewer fixed fields gives
+  the arm nothing to do: it writes nothing and claims success.
 """
 
 from __future__ import annotations
@@ -48,10 +54,13 @@ __all__ = [
     "PhantomArm",
     "WrongFieldArm",
     "WrongTargetArm",
+    "WrongValueArm",
     "cross_trial_solution",
     "parse_episode_id",
     "wrong_field_solution",
     "wrong_target_solution",
+    "wrong_value_names",
+    "wrong_value_solution",
 ]
 
 ADVERSARY_NAMES: Final = (
@@ -156,6 +165,40 @@ def cross_trial_solution(task: TaskView, solution: Solution) -> tuple[Solution, 
     if replayed == dict(solution):
         return None
     return replayed, other_trial
+
+
+WRONG_VALUE_PREFIX: Final = "wrong_value_"
+SCALE: Final = 100
+
+
+def wrong_value_names(fields: int) -> tuple[str, ...]:
+    """The per-field arms for a pack whose solutions hold at most ``fields`` fixed fields."""
+    return tuple(f"{WRONG_VALUE_PREFIX}{i}" for i in range(1, fields + 1))
+
+
+def _perturbed(value: JSONScalar) -> JSONScalar:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * SCALE if value else 1.0
+    return f"{value}{TARGET_SUFFIX}"
+
+
+def wrong_value_solution(
+    task: TaskView, solution: Solution, channels: Mapping[str, str], index: int
+) -> tuple[Solution, str] | None:
+    """The solution with its ``index``-th fixed field (1-based, sorted names) perturbed
+    alone, and that field; None when there is no such field or it holds null."""
+    fixed = sorted(k for k, v in solution.items() if not _param_derived(v, task.params))
+    if not 1 <= index <= len(fixed) or solution[fixed[index - 1]] is None:
+        return None
+    field = fixed[index - 1]
+    confusable = _offered_confusables(channels)
+    if field in confusable and confusable[field] != solution[field]:
+        return {**solution, field: confusable[field]}, field
+    return {**solution, field: _perturbed(solution[field])}, field
 
 
 # --- arms -------------------------------------------------------------------------------------
@@ -275,6 +318,22 @@ class WrongTargetArm(_FieldMutationArm):
         self, task: TaskView, solution: Solution, env: EnvHandle
     ) -> tuple[Solution, str] | None:
         return wrong_target_solution(task, solution, env.channels)
+
+
+class WrongValueArm(_FieldMutationArm):
+    """Submits the solution with its ``index``-th fixed field perturbed: an oracle that
+    never checks that field (e.g. an amount) lets the wrong value pass."""
+
+    NO_FIELD = "no fixed field at this index"
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.name = f"{WRONG_VALUE_PREFIX}{index}"
+
+    def mutate(
+        self, task: TaskView, solution: Solution, env: EnvHandle
+    ) -> tuple[Solution, str] | None:
+        return wrong_value_solution(task, solution, env.channels, self.index)
 
 
 class CrossTrialArm(_Adversary):

@@ -8,12 +8,18 @@ and checks, per task:
 
 (a) **reference**: where a correct action exists, the reference reaches the correct
     effect on every trial; otherwise the task is ``broken``.
-(b) **adversaries**: on every non-control task, no adversary is scored SUCCESS, and
-    on a control no do-nothing adversary (``null``, ``phantom``) is; otherwise the
-    oracle is ``gameable`` and the offending episode is named with its evidence
-    pointer. A writing adversary's SUCCESS on a control is an exempt note (a correct
-    product may absorb the attack). (On a refusal control an untouched record judges
-    ABSENT, so a do-nothing adversary that claims success is a phantom SWER.)
+(a') **fault fires**: on a task that injects a fault (category not ``control``) and
+    declares no correct action, the reference's submission is the naive one (the
+    solution sent once, trusting the screen); it must not reach the correct effect,
+    or the fault did not fire and the task is ``inert``.
+(b) **adversaries**: no adversary is scored SUCCESS (on a control, ``duplicate`` may
+    be); otherwise the oracle is ``gameable`` and the
+    offending episode is named with its evidence pointer. A duplicate's SUCCESS on a
+    control is an exempt note: an idempotent product absorbs a double submit into the
+    one correct record. No other attack is ever exempt (a control whose oracle only
+    counts rows passes a wrong note just as a fault task's would). (On a refusal control
+    an untouched record judges ABSENT, so a do-nothing adversary that claims success is
+    a phantom SWER.)
 (c) **refusal controls** (``oracle.refusal_controls`` and ``expected_count == 0``):
     the reference and ``halt`` leave every row of every table unchanged; otherwise
     the control is ``leaky``.
@@ -43,6 +49,8 @@ from effectbench.arms.adversaries import (
     PhantomArm,
     WrongFieldArm,
     WrongTargetArm,
+    WrongValueArm,
+    wrong_value_names,
 )
 from effectbench.arms.reference import ReferenceArm
 from effectbench.core.arm import Arm
@@ -55,7 +63,7 @@ from effectbench.core.events import (
     PreSnapshot,
     RunStarted,
 )
-from effectbench.core.model import Category, Outcome, Snapshot, TaskSpec, TrueState
+from effectbench.core.model import Category, Outcome, ParamRef, Snapshot, TaskSpec, TrueState
 from effectbench.log.reader import LogError, LoggedEvent, read_log
 from effectbench.oracles.sqlite import diff_snapshots
 from effectbench.projections.episodes import ProjectionError, project_episodes
@@ -71,8 +79,10 @@ __all__ = [
     "attestations",
     "audit_arms",
     "audit_log",
+    "fixed_fields",
     "format_audit",
     "is_refusal_control",
+    "value_arm_names",
 ]
 
 AUDIT_FILE: Final = "audit.json"
@@ -81,14 +91,18 @@ WRITING_ADVERSARIES: Final = ("duplicate", "wrong_field", "wrong_target", "cross
 DO_NOTHING_ADVERSARIES: Final = ("null", "phantom")
 """They never write, so a SUCCESS of theirs means the oracle passes an untouched record:
 gameable on every task, controls included (no task may be passable by a do-nothing program)."""
+EXEMPT_ON_CONTROL: Final = "duplicate"
+"""The one attack a correct control may absorb: an idempotent product turns a double
+submit into the one correct record. Every other SUCCESS is a failure, controls included."""
 DEFAULT_TRIALS: Final = 2
 
 AUDITED: Final = "audited"
 BROKEN: Final = "broken"
+INERT: Final = "inert"
 GAMEABLE: Final = "gameable"
 LEAKY: Final = "leaky"
 INCOMPLETE: Final = "incomplete"
-_PRECEDENCE: Final = (BROKEN, GAMEABLE, LEAKY, INCOMPLETE)
+_PRECEDENCE: Final = (BROKEN, INERT, GAMEABLE, LEAKY, INCOMPLETE)
 """When a task fails several checks its status is the first of these; every reason is kept."""
 
 
@@ -96,8 +110,20 @@ class AuditError(EffectBenchError):
     """The audit could not run or its log cannot be read; the message says what to do."""
 
 
-def audit_arms() -> list[Arm]:
-    """Fresh instances of the reference arm and every adversary, in AUDIT_ARMS order."""
+def fixed_fields(task: TaskSpec) -> int:
+    """How many solution fields are fixed (not taken from a run param): each gets its own
+    ``wrong_value_<i>`` attack, so an oracle that never checks one (an amount) is caught."""
+    return sum(not isinstance(v, ParamRef) for v in (task.solution or {}).values())
+
+
+def value_arm_names(tasks: Sequence[TaskSpec]) -> tuple[str, ...]:
+    """The per-field arms an audit of ``tasks`` runs (enough for the widest solution)."""
+    return wrong_value_names(max((fixed_fields(t) for t in tasks), default=0))
+
+
+def audit_arms(fields: int = 0) -> list[Arm]:
+    """Fresh instances of the reference arm and every adversary, in AUDIT_ARMS order,
+    then one ``wrong_value_<i>`` arm per fixed field (``fields`` of them)."""
     arms: list[Arm] = [
         ReferenceArm(),
         NullArm(),
@@ -107,8 +133,9 @@ def audit_arms() -> list[Arm]:
         WrongFieldArm(),
         WrongTargetArm(),
         CrossTrialArm(),
+        *(WrongValueArm(i) for i in range(1, fields + 1)),
     ]
-    assert tuple(a.name for a in arms) == AUDIT_ARMS
+    assert tuple(a.name for a in arms) == AUDIT_ARMS + wrong_value_names(fields)
     return arms
 
 
@@ -148,6 +175,8 @@ class AuditReport:
     """The audited pack's fingerprint, from the audit log's plan: what the evidence is about."""
     final_hash: str = ""
     """The audit log's final chain hash, so a manifest can pin the evidence it cites."""
+    arms: tuple[str, ...] = AUDIT_ARMS
+    """Every arm the audit required: AUDIT_ARMS and the per-field ``wrong_value_<i>``."""
 
     @property
     def ok(self) -> bool:
@@ -167,6 +196,7 @@ class AuditReport:
             "pack_fingerprint": self.pack_fingerprint,
             "final_hash": self.final_hash,
             "ok": self.ok,
+            "arms": list(self.arms),
             "attestations": self.attestations,
             "tasks": [
                 {
@@ -266,14 +296,18 @@ def _pointer(r: EpisodeRecord) -> str:
 
 
 def _audit_task(
-    task: TaskSpec, records: Mapping[str, Sequence[EpisodeRecord]], ev: _Evidence, trials: int
+    task: TaskSpec,
+    records: Mapping[str, Sequence[EpisodeRecord]],
+    ev: _Evidence,
+    trials: int,
+    value_arms: Sequence[str] = (),
 ) -> TaskAudit:
     failed: dict[str, list[str]] = {k: [] for k in _PRECEDENCE}
     evidence: dict[str, str] = {}
     notes: list[str] = []
 
     # Every audit arm ran every planned trial (a log cut short attests nothing it lacks).
-    for name in AUDIT_ARMS:
+    for name in (*AUDIT_ARMS, *value_arms):
         have = len(records.get(name, ()))
         if have < trials:
             failed[INCOMPLETE].append(
@@ -298,17 +332,34 @@ def _audit_task(
                 f"reference did not reach the correct effect on {r.episode_id}: {state}{detail} [{_pointer(r)}]"
             )
 
-    # (b) no adversary is scored SUCCESS on a non-control task, nor a do-nothing one on any.
+    # (a') the fault fires: on a fault task without a correct action, the naive submission
+    # (the reference: the solution sent once, trusting the screen) must miss the effect.
+    if task.category is not Category.CONTROL and not task.correct_action_available:
+        if task.solution is None and not is_refusal_control(task):
+            failed[INCOMPLETE].append(
+                "the task declares no correct action and offers no solution, so no naive submission "
+                "shows that its fault fires"
+            )
+        for r in refs if task.solution is not None else ():
+            if r.true_state is TrueState.CORRECT:
+                evidence[r.episode_id] = _pointer(r)
+                failed[INERT].append(
+                    f"the fault did not fire on {r.episode_id}: the naive submission (the solution sent "
+                    "once, trusting the screen) produced the declared effect, yet the task declares no "
+                    f"correct action [{_pointer(r)}]"
+                )
+
+    # (b) no adversary is scored SUCCESS, except a duplicate on a control (absorbed).
     no_action = (
         ""
         if task.correct_action_available
         else ("; the task declares no correct action, yet this one produced the correct effect")
     )
-    for name in ADVERSARY_NAMES:
+    for name in (*ADVERSARY_NAMES, *value_arms):
         runs = records.get(name, ())
         exempt: list[str] = []
         for r in runs:
-            if task.category is Category.CONTROL and name not in DO_NOTHING_ADVERSARIES:
+            if task.category is Category.CONTROL and name == EXEMPT_ON_CONTROL:
                 if r.outcome is Outcome.SUCCESS:
                     exempt.append(_pointer(r))
                 continue
@@ -334,7 +385,7 @@ def _audit_task(
 
     # A writing attack the product never let through proves nothing about the oracle: say so.
     if any(ev.changed(r) for r in refs):
-        for name in WRITING_ADVERSARIES:
+        for name in (*WRITING_ADVERSARIES, *value_arms[: fixed_fields(task)]):
             runs = records.get(name, ())
             if runs and all(ev.changed(r) == () for r in runs):
                 notes.append(
@@ -400,14 +451,18 @@ def audit_log(log_path: str | os.PathLike[str]) -> AuditReport:
     for r in sorted(latest.values(), key=lambda r: (r.task_id, r.arm, r.trial)):
         by_task.setdefault(r.task_id, {}).setdefault(r.arm, []).append(r)
     provider = ev.plan.get("provider") or {}
+    value_arms = value_arm_names(tasks)
     return AuditReport(
         provider=str(provider.get("name", "?")),
         version=str(provider.get("version", "?")),
         log_path=path,
         trials=trials,
-        tasks=tuple(_audit_task(t, by_task.get(t.task_id, {}), ev, trials) for t in tasks),
+        tasks=tuple(
+            _audit_task(t, by_task.get(t.task_id, {}), ev, trials, value_arms) for t in tasks
+        ),
         pack_fingerprint=fingerprint,
         final_hash=reader.last_hash,
+        arms=AUDIT_ARMS + value_arms,
     )
 
 
@@ -436,7 +491,7 @@ def format_audit(report: AuditReport) -> str:
     """A plain-text table: one row per task, its reasons and notes indented beneath."""
     width = max([len("task"), *(len(t.task_id) for t in report.tasks)])
     cat_w = max([len("category"), *(len(t.category) for t in report.tasks)])
-    head = f"audit of {report.provider} {report.version}: {len(report.tasks)} tasks x {len(AUDIT_ARMS)} arms"
+    head = f"audit of {report.provider} {report.version}: {len(report.tasks)} tasks x {len(report.arms)} arms"
     lines = [
         f"{head} x {report.trials} trials",
         f"{'task':<{width}}  {'category':<{cat_w}}  status",

@@ -8,6 +8,7 @@ a log, so the artifact build and the verifier can use them.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,28 @@ import orjson
 
 from effectbench.audit import checks
 from effectbench.audit.checks import AUDIT_FILE, DEFAULT_TRIALS, AuditError, AuditReport
+from effectbench.core.model import TaskSpec
 from effectbench.core.provider import BenchmarkProvider
 
 __all__ = ["audit_provider"]
+
+
+def _listed_tasks(
+    provider: BenchmarkProvider | str, registry: Any, globs: Sequence[str]
+) -> Sequence[TaskSpec]:
+    """The tasks the audit will run, listed before the run to size the per-field attacks
+    (a provider named by entry point is loaded once more, only to list them)."""
+    from effectbench.run.plan import select_tasks
+    from effectbench.run.registry import Registry
+
+    listing = (registry or Registry()).provider(provider) if isinstance(provider, str) else provider
+    try:
+        tasks = list(listing.tasks())
+    except Exception as exc:  # noqa: BLE001 - third-party code; reported as one line
+        raise AuditError(
+            f"provider {listing.name!r} failed to list its tasks: {type(exc).__name__}: {exc}"
+        ) from None
+    return select_tasks(tasks, globs)
 
 
 async def audit_provider(
@@ -29,6 +49,7 @@ async def audit_provider(
     force: bool = False,
     registry: Any = None,
     provider_timeout: float = 60.0,
+    task_globs: Sequence[str] = (),
 ) -> AuditReport:
     """Run the reference and every adversary over every task, then audit the log.
 
@@ -49,9 +70,10 @@ async def audit_provider(
             f"audit directory {out_dir} already exists and is not empty; choose another --out or pass --force "
             "to replace it"
         )
+    fields = len(checks.value_arm_names(_listed_tasks(provider, registry, task_globs)))
     try:
         result = await evaluate_provider_async(
-            checks.audit_arms(),
+            checks.audit_arms(fields),
             provider,
             trials=trials,
             concurrency=concurrency,
@@ -59,6 +81,7 @@ async def audit_provider(
             force=force,
             registry=registry,
             provider_timeout=provider_timeout,
+            task_globs=task_globs,
         )
     except RunError as exc:
         raise AuditError(str(exc)) from None

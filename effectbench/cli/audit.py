@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from effectbench.audit.checks import DEFAULT_TRIALS, AuditError, AuditReport, format_audit
@@ -20,6 +21,7 @@ def audit_cli_main(
     trials: int = DEFAULT_TRIALS,
     concurrency: int = 16,
     force: bool = False,
+    task_globs: Sequence[str] = (),
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     provider_timeout: float = 60.0,
@@ -52,6 +54,7 @@ def audit_cli_main(
             concurrency=concurrency,
             force=force,
             provider_timeout=provider_timeout,
+            task_globs=task_globs,
         )
 
     try:

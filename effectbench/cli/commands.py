@@ -250,7 +250,8 @@ def run(
     return _execute(
         ctx,
         quiet=quiet,
-        concurrency=concurrency,
+        # a resume keeps the recorded concurrency unless --concurrency is given
+        concurrency=concurrency if resume is None or _given(ctx, "concurrency") else None,
         out=out,
         resume=resume,
         episode_timeout=episode_timeout,
@@ -307,6 +308,8 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
     if kwargs.get("arms") is None and kwargs.get("resume") is None:
         kwargs["arms"] = list(DEFAULT_ARMS)
     result = _run_with_progress(quiet, **kwargs)
+    if result.already_complete:
+        _out(f"run {result.run_id} is already complete; nothing to resume")
     if result.interrupted:
         return _interrupted(
             result,
@@ -561,6 +564,13 @@ def reference(
 @click.option("--provider", required=True, help="Provider entry point or module:attribute.")
 @_trials_option(2)
 @_concurrency_option(16)
+@click.option(
+    "--task",
+    "tasks",
+    multiple=True,
+    metavar="GLOB",
+    help="Only tasks whose id matches (repeatable).",
+)
 @_out_option("Audit run directory.")
 @click.option(
     "--provider-timeout",
@@ -575,6 +585,7 @@ def audit(
     provider: str,
     trials: int,
     concurrency: int,
+    tasks: tuple[str, ...],
     out: Path | None,
     provider_timeout: float,
     force: bool,
@@ -589,6 +600,7 @@ def audit(
         concurrency=concurrency,
         force=force,
         provider_timeout=provider_timeout,
+        task_globs=tasks,
     )
 
 

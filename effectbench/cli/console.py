@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 from effectbench.core.model import Outcome
@@ -18,7 +19,8 @@ from effectbench.run.scheduler import EpisodeOutcome
 
 
 class RunningScore:
-    """Per-arm done / eligible / silent-wrong counts for this session's episodes."""
+    """Per-arm done / eligible / silent-wrong counts: this session's episodes plus, on a
+    resume, the already-done ones (``resumed``), so the figures share the total's base."""
 
     def __init__(self) -> None:
         self.done: dict[str, int] = {}
@@ -48,6 +50,25 @@ class RunningScore:
             self.eligible[arm] = self.eligible.get(arm, 0) + 1
             if c.outcome is Outcome.SILENT_WRONG_EFFECT:
                 self.swe[arm] = self.swe.get(arm, 0) + 1
+
+    def resumed(self, log_path: Path, kept: frozenset[str]) -> None:
+        """Count the episodes a resume keeps, as the log scored them (all or none: a
+        log the display cannot read leaves the figures as they were)."""
+        from effectbench.log import read_log
+        from effectbench.projections.episodes import project_episodes
+
+        try:
+            latest = {r.episode_id: r for r in project_episodes(read_log(log_path))}
+        except Exception:  # noqa: BLE001 - a display must never break a run
+            return
+        for r in latest.values():
+            if r.episode_id not in kept:
+                continue
+            self.done[r.arm] = self.done.get(r.arm, 0) + 1
+            if r.eligible:
+                self.eligible[r.arm] = self.eligible.get(r.arm, 0) + 1
+                if r.outcome is Outcome.SILENT_WRONG_EFFECT:
+                    self.swe[r.arm] = self.swe.get(r.arm, 0) + 1
 
     def text(self, arms: tuple[str, ...]) -> str:
         parts = []
@@ -79,6 +100,9 @@ class PlainProgress:
         self._next_mark = already_done + max(1, total // 10)
         resumed = f" ({already_done} already done)" if already_done else ""
         print(f"running {total} episodes{resumed}", file=self.stream, flush=True)
+
+    def resumed(self, log_path: Path, kept: frozenset[str]) -> None:
+        self.score.resumed(log_path, kept)
 
     def episode_done(self, outcome: EpisodeOutcome) -> None:
         self.done += 1
@@ -143,6 +167,9 @@ class RichProgress:
         self._task = self._progress.add_task(
             "run", total=total, completed=already_done, rate="", swer=""
         )
+
+    def resumed(self, log_path: Path, kept: frozenset[str]) -> None:
+        self.score.resumed(log_path, kept)
 
     def episode_done(self, outcome: EpisodeOutcome) -> None:
         self.session += 1

@@ -113,6 +113,8 @@ class ResumeState:
     torn_tail: bool
     events: int = -1
     """Valid events read; a resume refuses a log that holds more by the time it is locked."""
+    concurrency: int | None = None
+    """The concurrency run.started recorded: a resume keeps it unless told otherwise."""
 
 
 @attrs.frozen
@@ -174,6 +176,9 @@ def load_resume_state(log_path: Path) -> ResumeState:
         unterminated=tuple(ep for ep, done in state.items() if not done),
         torn_tail=bool(getattr(reader, "torn_tail", False)),
         events=reader.count,
+        concurrency=started.get("concurrency")
+        if isinstance(started.get("concurrency"), int)
+        else None,
     )
 
 
@@ -340,6 +345,7 @@ class Scheduler:
         self._finished = 0
         self._failed = 0
         self._start_error: ProviderStartError | None = None
+        self._provider_errors: dict[str, int] = {}
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
         self._all_started = False
@@ -388,6 +394,9 @@ class Scheduler:
         pending = (s for s in episodes(self.plan) if s.episode_id not in kept)
         interrupted = False
         caught: list[int] = []
+        seed = getattr(self.observer, "resumed", None)
+        if resume is not None and callable(seed):  # live figures count the kept episodes too
+            seed(self.log_path, kept)
 
         async with open_log_writer(self.log_path, append=resume is not None) as writer:
             if resume is not None and resume.events >= 0 and writer.count != resume.events:
@@ -561,6 +570,7 @@ class Scheduler:
                     log.error("provider.stop_failed", error=_one_line(exc))
             if scope.cancelled_caught:  # else a hung stop would hang Ctrl-C, which it ignores
                 log.error("provider.stop_failed", error=f"did not finish within {limit:g}s")
+            self._report_repeated_provider_errors()
 
     async def _enter_arms(self, stack: contextlib.AsyncExitStack) -> None:
         """Arms with a ``lifespan(run_dir)`` (a long-lived agent process) get it around
@@ -711,6 +721,20 @@ class Scheduler:
         if self.observer is not None:
             self.observer.episode_done(outcome)
 
+    def _provider_error(self, exc: Exception) -> None:
+        """The first occurrence of each distinct provider error goes to stderr with its
+        traceback (the log keeps only the one-line reason); later ones are counted."""
+        reason = _one_line(exc)
+        seen = self._provider_errors.get(reason, 0)
+        self._provider_errors[reason] = seen + 1
+        if not seen:
+            log.error("provider.error", phase="provision", error=reason, exc_info=exc)
+
+    def _report_repeated_provider_errors(self) -> None:
+        for reason, n in self._provider_errors.items():
+            if n > 1:
+                log.error(f"provider error {reason!r} occurred {n - 1} more time(s)")
+
     async def _provision(self, spec: EpisodeSpec) -> ProvisionedEpisode:
         emit = self._emit
         assert emit is not None
@@ -723,6 +747,7 @@ class Scheduler:
         except SkipEpisode as exc:
             raise _Episode(FailureClass.SKIPPED, "provision", _one_line(exc)) from exc
         except Exception as exc:
+            self._provider_error(exc)
             raise _Episode(FailureClass.ENVIRONMENT, "provision", _one_line(exc)) from exc
         if scope.cancelled_caught:
             raise _Episode(
