@@ -54,7 +54,7 @@ class RunningScore:
     def resumed(self, log_path: Path, kept: frozenset[str]) -> None:
         """Count the episodes a resume keeps, as the log scored them (all or none: a
         log the display cannot read leaves the figures as they were)."""
-        from effectbench.log import read_log
+        from effectbench.log.reader import read_log
         from effectbench.projections.episodes import project_episodes
 
         try:
