@@ -359,7 +359,7 @@ def test_the_llm_arm_lists_as_loaded_where_nothing_is_configured(tmp_path: Path)
 
 def test_an_episodes_cost_source_is_null_exactly_when_its_cost_is_unknown() -> None:
     from effectbench.provider import ModelCall
-    from effectbench.scheduler import _telemetry_data
+    from effectbench.run.scheduler import _telemetry_data
 
     priced = ModelCall(10, 2, 0.5, 3.0, "price_table:v1")
     billed = ModelCall(1, 1, 0.25, 1.0, "arm")
