@@ -210,7 +210,7 @@ JOBS: Final[tuple[Job, ...]] = (
         {TARGET: "issue2", "superseder": "1", "status": "resolved", "@note": NOTE},
         _on(2, superseder="1", status="resolved", messages=2, last_note=NOTE),
         ("ok", "partial_superseder"),
-        confusable={"superseder": "3"},
+        confusable={TARGET: "issue1", "superseder": "3"},
     ),
 )
 
