@@ -7,7 +7,7 @@ import os
 import platform
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +88,46 @@ def write_json(
 def loadavg() -> dict[str, float]:
     one, five, fifteen = os.getloadavg()
     return {"1m": one, "5m": five, "15m": fifteen}
+
+
+def baseline_run(
+    provider: Any,
+    arm_name: str,
+    trials: int,
+    concurrency: int,
+    probe: Callable[[], float] = lambda: 0.0,
+) -> tuple[float, float, float, int]:
+    """One scheduler run of a baseline arm (``screen_only`` or ``effect_verified``) on
+    ``provider`` in a temporary directory: (wall s, CPU s of this process, how far
+    ``probe`` moved over the run, e.g. a server's CPU s, episodes). Exits when an episode
+    did not finish, so a figure never counts a broken run."""
+    import tempfile
+    import time
+
+    import anyio
+
+    from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
+    from effectbench.core.arm import Arm
+    from effectbench.run.plan import ProviderInfo, build_plan
+    from effectbench.run.scheduler import Scheduler, SchedulerOptions
+
+    arm: Arm = ScreenOnlyArm() if arm_name == "screen_only" else EffectVerifiedArm()
+    plan = build_plan(
+        ProviderInfo(provider.name, provider.version), provider.tasks(), [arm_name], trials
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        sched = Scheduler(
+            plan,
+            provider,
+            {arm_name: arm},
+            Path(tmp),
+            run_id="bench",
+            options=SchedulerOptions(concurrency=concurrency),
+        )
+        p0, c0, t0 = probe(), time.process_time(), time.perf_counter()
+        outcome = anyio.run(sched.run)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        moved = probe() - p0
+    if outcome.finished != plan.n_episodes:
+        raise SystemExit(f"{provider.name} bench run did not finish every episode: {outcome}")
+    return wall, cpu, moved, plan.n_episodes

@@ -19,14 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import anyio
-from _common import load_line, loadavg, median, parser, table, write_json
+from _common import baseline_run, load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed import MockMedProvider
-
-from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
-from effectbench.core.arm import Arm
-from effectbench.run.plan import ProviderInfo, build_plan
-from effectbench.run.scheduler import Scheduler, SchedulerOptions
 
 TARGET_AT_64 = 500.0
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,26 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_once(arm_name: str, trials: int, concurrency: int) -> tuple[float, float, int]:
     """(wall s, CPU s of this process, episodes) of one run."""
-    arm: Arm = ScreenOnlyArm() if arm_name == "screen_only" else EffectVerifiedArm()
-    provider = MockMedProvider()
-    plan = build_plan(
-        ProviderInfo(provider.name, provider.version), provider.tasks(), [arm_name], trials
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        sched = Scheduler(
-            plan,
-            provider,
-            {arm_name: arm},
-            Path(tmp),
-            run_id="bench",
-            options=SchedulerOptions(concurrency=concurrency),
-        )
-        c0, t0 = time.process_time(), time.perf_counter()
-        outcome = anyio.run(sched.run)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    if outcome.finished != plan.n_episodes:
-        raise SystemExit(f"MockMed bench run did not finish every episode: {outcome}")
-    return wall, cpu, plan.n_episodes
+    wall, cpu, _, n = baseline_run(MockMedProvider(), arm_name, trials, concurrency)
+    return wall, cpu, n
 
 
 def demo_wall() -> float:

@@ -16,21 +16,16 @@ Target: >= 100 episodes/s at concurrency 16.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import load_line, loadavg, median, parser, table, write_json
+from _common import baseline_run, load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed.pg_provider import MockMedPgProvider
 from effectbench_mockmed.pg_store import PG_SCHEMA_DDL
 
-from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
-from effectbench.core.arm import Arm
 from effectbench.pgserver import EmbeddedServer, PgRun
-from effectbench.run.plan import ProviderInfo, build_plan
-from effectbench.run.scheduler import Scheduler, SchedulerOptions
 
 TARGET_AT_16 = 100.0
 CORES = os.cpu_count() or 1
@@ -64,27 +59,9 @@ def run_once(
     dsn: str, postmaster: int, arm_name: str, trials: int, concurrency: int
 ) -> tuple[float, float, float, int]:
     """(wall s, CPU s of this process, CPU s of the server, episodes) of one run."""
-    arm: Arm = ScreenOnlyArm() if arm_name == "screen_only" else EffectVerifiedArm()
-    provider = MockMedPgProvider(dsn=dsn)
-    plan = build_plan(
-        ProviderInfo(provider.name, provider.version), provider.tasks(), [arm_name], trials
+    return baseline_run(
+        MockMedPgProvider(dsn=dsn), arm_name, trials, concurrency, lambda: server_cpu_s(postmaster)
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        sched = Scheduler(
-            plan,
-            provider,
-            {arm_name: arm},
-            Path(tmp),
-            run_id="bench",
-            options=SchedulerOptions(concurrency=concurrency),
-        )
-        s0, c0, t0 = server_cpu_s(postmaster), time.process_time(), time.perf_counter()
-        outcome = anyio.run(sched.run)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        server = server_cpu_s(postmaster) - s0
-    if outcome.finished != plan.n_episodes:
-        raise SystemExit(f"mockmed-pg bench run did not finish every episode: {outcome}")
-    return wall, cpu, server, plan.n_episodes
 
 
 async def _setup_ms(dsn: str, n: int) -> dict[str, float]:
