@@ -110,6 +110,9 @@ def test_the_swer_drill_down_highlights_the_wrong_field(browser: Any, run_dir: P
     details = p.page.locator(f'details[data-episode="{SWER_EPISODE}"]')
     assert details.get_attribute("open") is None
     p.page.locator("#ep-index a", has_text=SWER_EPISODE).click()
+    # the page's hashchange handler opens it after the click returns: wait for that event
+    # (bounded), rather than reading the attribute in the same instant
+    p.page.wait_for_selector(f'details[data-episode="{SWER_EPISODE}"][open]', timeout=10_000)
     assert details.get_attribute("open") is not None
     wrong = details.locator(".f.wrong")
     assert wrong.count() == 1
