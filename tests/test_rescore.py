@@ -25,7 +25,7 @@ from effectbench.log.reader import LogEntry, read_log, verify_log, write_events_
 from effectbench.outputs.artifacts import ArtifactError, build_artifacts, rescore_artifacts
 from effectbench.outputs.parallel import MIN_PARALLEL_BYTES
 from effectbench.run.scheduler import run_lock_held
-from effectbench.verify.run_check import verify_run
+from effectbench.verify import verify_run
 
 TESTS = Path(__file__).resolve().parent
 _SCRIPT = Path(sys.executable).with_name("effectbench")

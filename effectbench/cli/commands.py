@@ -441,11 +441,12 @@ def compare(run_dirs: tuple[Path, ...], out_path: Path) -> int:
 )
 def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int:
     """Check a run directory or a submission file; exit 1 listing every reason if unsound."""
-    from effectbench.verify import run_check as verify_mod
+    from effectbench.verify.run_check import verify_run
+    from effectbench.verify.submission import verify_submission
 
     if not path.exists():
         _fail(f"{path} does not exist; give a run directory or a submission file")
-    check = verify_mod.verify_run if path.is_dir() else verify_mod.verify_submission
+    check = verify_run if path.is_dir() else verify_submission
     report = check(path, expected_pack_fingerprint=expected_pack, require_isolated=require_isolated)
     if report.ok:
         _out(f"sound: {path}")
@@ -468,7 +469,7 @@ def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int
 )
 def export(run_dir: Path, system: str, out_path: Path) -> int:
     """Write one arm of RUN_DIR as a leaderboard submission (docs/leaderboard.md)."""
-    from effectbench.verify.run_check import export_submission
+    from effectbench.verify.export import export_submission
 
     if not (run_dir / "events.jsonl").is_file():
         _fail(f"{run_dir} holds no events.jsonl; give a run directory")

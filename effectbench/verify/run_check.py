@@ -1,4 +1,4 @@
-"""The verifier: trusts no stored label, recomputes everything, lists every disagreement.
+"""The run check: trusts no stored label, recomputes everything, lists every disagreement.
 
 ``verify_run`` re-checks a run directory: the log's hash chain (and its final hash and
 count against the manifest), the plan hash and pack fingerprint, that every planned
@@ -7,32 +7,26 @@ the log through the same code path ``rescore`` uses (labels re-derived by judge 
 classify from the raw report and the oracle's pre/post readings) and compares,
 row by row and metric by metric, with what is on disk.
 
-``verify_submission`` does the same for a leaderboard submission file (format in
-docs/leaderboard.md): raw rows in, labels and metrics re-derived, claims compared.
+The submission format and its check live in ``export`` and ``submission``; their names
+are re-exported here because this module was once the verifier's only home.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import attrs
 import orjson
 
 from effectbench.audit.attest import attestations
 from effectbench.core.hashing import content_hash
 from effectbench.core.model import (
-    SPEC_VERSION,
     Effect,
-    FailureClass,
-    Snapshot,
     TaskSpec,
     trial_params,
-    trial_tag,
 )
 from effectbench.outputs.artifacts import (
     LOG_FILE,
@@ -43,14 +37,22 @@ from effectbench.outputs.artifacts import (
     TASK_AXES,
     ArtifactError,
     build_artifacts,
-    dump_json,
     recompute_metrics_from_results,
-    record_row,
     scoring_version,
-    weakest_execution,
 )
-from effectbench.projections.metrics import MetricsAccumulator, MetricsError, PlanIndex, TaskAxes
-from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
+from effectbench.projections.metrics import MetricsError
+from effectbench.verify.compare import (
+    FLOAT_TOLERANCE,
+    LABEL_FIELDS,
+    Reasons,
+    VerifyReport,
+    compare,
+    first_difference,
+    load_json,
+    task_axis,
+)
+from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA, export_submission
+from effectbench.verify.submission import verify_submission
 
 __all__ = [
     "FLOAT_TOLERANCE",
@@ -62,13 +64,6 @@ __all__ = [
     "verify_submission",
 ]
 
-FLOAT_TOLERANCE: Final = 1e-9
-SUBMISSION_SCHEMA: Final = "effectbench.submission/1"
-SEED_RULE: Final = "trial_tag = sha256('<task_id>:<trial>')[:12], trials 0..trials-1"
-"""The one payload rule this verifier reproduces; a submission declaring another is refused."""
-_MAX_PER_SOURCE: Final = 25
-"""At most this many differences are listed per compared file; the rest are counted."""
-_LABEL_FIELDS: Final = ("true_state", "outcome", "swer_variant", "eligible", "failure_class")
 _MANIFEST_SAME: Final = (
     "schema",
     "run_id",
@@ -97,110 +92,8 @@ _MANIFEST_SAME: Final = (
 describe the machine that built it and may legitimately differ on another)."""
 
 
-@attrs.frozen
-class VerifyReport:
-    """ok exactly when reasons is empty; every reason is one line naming where and what."""
-
-    ok: bool
-    reasons: list[str]
-
-    @classmethod
-    def of(cls, reasons: Sequence[str]) -> VerifyReport:
-        return cls(not reasons, list(reasons))
-
-
-# --------------------------------------------------------------------------- comparison
-
-
-class _Reasons:
-    """Collects reasons, capping each source so a wholesale edit stays readable."""
-
-    def __init__(self) -> None:
-        self.items: list[str] = []
-        self._per: dict[str, int] = {}
-
-    def add(self, source: str, text: str) -> None:
-        n = self._per.get(source, 0) + 1
-        self._per[source] = n
-        if n <= _MAX_PER_SOURCE:
-            self.items.append(f"{source}: {text}")
-
-    def remove(self, source: str, text: str) -> bool:
-        """Take back a reason another one explains (an artifact an interrupted run never built)."""
-        line = f"{source}: {text}"
-        if line not in self.items:
-            return False
-        self.items.remove(line)
-        self._per[source] -= 1
-        return True
-
-    def close(self) -> list[str]:
-        out = list(self.items)
-        for source, n in self._per.items():
-            if n > _MAX_PER_SOURCE:
-                out.append(f"{source}: ... and {n - _MAX_PER_SOURCE} more differences")
-        return out
-
-
-def _same_scalar(claimed: Any, actual: Any) -> bool:
-    if isinstance(claimed, bool) or isinstance(actual, bool) or claimed is None or actual is None:
-        return type(claimed) is type(actual) and claimed == actual
-    if isinstance(claimed, int) and isinstance(actual, int):
-        return claimed == actual
-    if isinstance(claimed, (int, float)) and isinstance(actual, (int, float)):
-        if math.isnan(claimed) or math.isnan(actual):
-            return math.isnan(claimed) and math.isnan(actual)
-        return abs(claimed - actual) <= FLOAT_TOLERANCE
-    return type(claimed) is type(actual) and claimed == actual
-
-
-def _compare(claimed: Any, actual: Any, path: str, source: str, reasons: _Reasons) -> None:
-    """Exact for counts, labels and strings; floats within FLOAT_TOLERANCE."""
-    if isinstance(claimed, dict) and isinstance(actual, dict):
-        for key in sorted(set(claimed) | set(actual), key=str):
-            sub = f"{path}.{key}" if path else str(key)
-            if key not in claimed:
-                reasons.add(source, f"{sub} is missing (recomputed {_show(actual[key])})")
-            elif key not in actual:
-                reasons.add(
-                    source,
-                    f"{sub} is not something the verifier computes (claimed {_show(claimed[key])})",
-                )
-            else:
-                _compare(claimed[key], actual[key], sub, source, reasons)
-    elif isinstance(claimed, list) and isinstance(actual, list):
-        if len(claimed) != len(actual):
-            reasons.add(source, f"{path} has {len(claimed)} entries, recomputed {len(actual)}")
-        for i, (c, a) in enumerate(zip(claimed, actual, strict=False)):
-            _compare(c, a, f"{path}[{i}]", source, reasons)
-    elif not _same_scalar(claimed, actual):
-        reasons.add(
-            source, f"{path or '(document)'} claimed {_show(claimed)}, recomputed {_show(actual)}"
-        )
-
-
-def _show(value: Any) -> str:
-    text = orjson.dumps(value).decode()
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _load_json(path: Path, reasons: _Reasons) -> Any:
-    try:
-        return orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        reasons.add(path.name, "missing")
-    except orjson.JSONDecodeError as exc:
-        reasons.add(path.name, f"not valid JSON ({exc})")
-    except OSError as exc:
-        reasons.add(path.name, f"cannot be read ({exc.strerror or exc})")
-    return None
-
-
-# --------------------------------------------------------------------------- run directory
-
-
 def _plan_checks(
-    run_dir: Path, verify_chain: bool, reasons: _Reasons, known_bad_line: int | None = None
+    run_dir: Path, verify_chain: bool, reasons: Reasons, known_bad_line: int | None = None
 ) -> None:
     """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan.
 
@@ -297,7 +190,7 @@ def _plan_checks(
                     f"event #{ev.seq} ({ev.ep}): the effect scored is not the plan's effect for this trial",
                 )
             for field in TASK_AXES:
-                want = _axis(task, field)
+                want = task_axis(task, field)
                 if d.get(field) != want:
                     reasons.add(
                         source,
@@ -319,7 +212,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
             yield n, row if isinstance(row, dict) else None
 
 
-def _compare_results(given: Path, rebuilt: Path, reasons: _Reasons) -> None:
+def _compare_results(given: Path, rebuilt: Path, reasons: Reasons) -> None:
     source = RESULTS_FILE
     if not given.is_file():
         reasons.add(source, "missing")
@@ -346,29 +239,21 @@ def _compare_results(given: Path, rebuilt: Path, reasons: _Reasons) -> None:
             reasons.add(
                 source, f"line {n}: episode {ep} belongs on line {expected_line} (plan order)"
             )
-        for field in _LABEL_FIELDS:
+        for field in LABEL_FIELDS:
             if row.get(field) != expected.get(field):
                 reasons.add(
                     source,
                     f"line {n} ({ep}): {field} {row.get(field)!r} but the log re-derives {expected.get(field)!r}",
                 )
-        rest_claimed = {k: v for k, v in row.items() if k not in _LABEL_FIELDS}
-        rest_actual = {k: v for k, v in expected.items() if k not in _LABEL_FIELDS}
-        _compare(rest_claimed, rest_actual, f"line {n} ({ep})", source, reasons)
+        rest_claimed = {k: v for k, v in row.items() if k not in LABEL_FIELDS}
+        rest_actual = {k: v for k, v in expected.items() if k not in LABEL_FIELDS}
+        compare(rest_claimed, rest_actual, f"line {n} ({ep})", source, reasons)
     for ep, (n, _) in want.items():
         if ep not in seen:
             reasons.add(source, f"episode {ep} (line {n} of the rebuilt results) is missing")
 
 
-def _first_difference(a: str, b: str) -> int:
-    la, lb = a.splitlines(), b.splitlines()
-    for i, (x, y) in enumerate(zip(la, lb, strict=False), 1):
-        if x != y:
-            return i
-    return min(len(la), len(lb)) + 1
-
-
-def _explain_unbuilt(rebuilt_manifest: Mapping[str, Any], reasons: _Reasons, hint: str) -> None:
+def _explain_unbuilt(rebuilt_manifest: Mapping[str, Any], reasons: Reasons, hint: str) -> None:
     """An interrupted run never built its artifacts: one reason that says so and how to go
     on, instead of one "missing" per file."""
     finished = rebuilt_manifest.get("run_finished")
@@ -412,11 +297,11 @@ def verify_run(
     from effectbench.log.reader import verify_log
 
     root = Path(run_dir)
-    reasons = _Reasons()
+    reasons = Reasons()
     if not (root / LOG_FILE).is_file():
         return VerifyReport.of([f"{root}: no {LOG_FILE}; give a run directory"])
-    manifest = _load_json(root / MANIFEST_FILE, reasons)
-    metrics = _load_json(root / METRICS_FILE, reasons)
+    manifest = load_json(root / MANIFEST_FILE, reasons)
+    metrics = load_json(root / METRICS_FILE, reasons)
     if manifest is not None and not isinstance(manifest, dict):
         # without it the final hash and count go unchecked: never skip that silently
         reasons.add(MANIFEST_FILE, f"is not a JSON object (got {type(manifest).__name__})")
@@ -465,7 +350,7 @@ def verify_run(
             for why in _not_isolated(rebuilt_manifest.get("execution"), arms):
                 reasons.add(LOG_FILE, why)
         if metrics is not None:
-            _compare(metrics, rebuilt_metrics, "", METRICS_FILE, reasons)
+            compare(metrics, rebuilt_metrics, "", METRICS_FILE, reasons)
         if isinstance(manifest, dict):
             if manifest.get("versions", {}).get("scoring") != scoring_version():
                 reasons.add(
@@ -474,14 +359,14 @@ def verify_run(
                     f"implements {scoring_version()!r} (rescore the run to compare)",
                 )
             for key in _MANIFEST_SAME:
-                _compare(manifest.get(key), rebuilt_manifest.get(key), key, MANIFEST_FILE, reasons)
+                compare(manifest.get(key), rebuilt_manifest.get(key), key, MANIFEST_FILE, reasons)
             if metrics is not None and (root / RESULTS_FILE).is_file():
                 try:
                     from_rows = recompute_metrics_from_results(root / RESULTS_FILE, manifest)
                 except (ArtifactError, MetricsError) as exc:
                     reasons.add(RESULTS_FILE, f"metrics cannot be recomputed from the rows: {exc}")
                 else:
-                    _compare(metrics, from_rows, "", "metrics.json vs results.jsonl", reasons)
+                    compare(metrics, from_rows, "", "metrics.json vs results.jsonl", reasons)
         summary_path = root / SUMMARY_FILE
         if not summary_path.is_file():
             reasons.add(SUMMARY_FILE, "missing")
@@ -491,411 +376,7 @@ def verify_run(
             if given != rebuilt:
                 reasons.add(
                     SUMMARY_FILE,
-                    f"differs from the summary rebuilt from the log (first at line {_first_difference(given, rebuilt)})",
+                    f"differs from the summary rebuilt from the log (first at line {first_difference(given, rebuilt)})",
                 )
         _explain_unbuilt(rebuilt_manifest, reasons, "" if chain.torn_tail else f"; {resume}")
-    return VerifyReport.of(reasons.close())
-
-
-# --------------------------------------------------------------------------- submissions
-
-
-def export_submission(
-    run_dir: str | os.PathLike[str], system: str, out_path: str | os.PathLike[str]
-) -> Path:
-    """Write one arm of a run as a leaderboard submission (docs/leaderboard.md): the raw
-    rows (report, oracle readings, payload, effect), the claimed metrics, and the
-    reproducibility block. Labels in it are for reading; the verifier re-derives them."""
-    from effectbench.log.reader import LogError, LoggedEvent, read_log
-    from effectbench.projections.episodes import project_episodes
-
-    root = Path(run_dir)
-    log_path = root / LOG_FILE
-    started: list[Mapping[str, Any]] = []
-    resumed: list[Mapping[str, Any]] = []
-
-    def tap(events: Iterator[LoggedEvent]) -> Iterator[LoggedEvent]:
-        for ev in events:
-            if ev.type == "run.started" and ev.ep is None and not started:
-                started.append(ev.data)
-            elif ev.type == "run.resumed" and ev.ep is None:
-                resumed.append(ev.data)
-            yield ev
-
-    try:
-        by_id: dict[str, EpisodeRecord] = {}
-        for rec in project_episodes(tap(iter(read_log(log_path)))):
-            if rec.arm == system:
-                by_id[rec.episode_id] = rec  # a later record of an episode replaces it
-        if not started:
-            raise ArtifactError(f"{log_path} has no run.started event; it is not a run log")
-        plan = started[0].get("plan") or {}
-        arms = [a if isinstance(a, str) else a.get("name") for a in plan.get("arms", ())]
-        if system not in arms:
-            raise ArtifactError(
-                f"system {system!r} is not an arm of this run (arms: {', '.join(map(str, arms))})"
-            )
-        need = {
-            int(pointer.rsplit("#", 1)[1])
-            for rec in by_id.values()
-            for key in ("planned", "pre_snapshot", "post_read")
-            if (pointer := rec.evidence.get(key))
-        }
-        data: dict[int, Mapping[str, Any]] = {}
-        for ev in read_log(log_path):
-            if ev.seq in need:
-                data[ev.seq] = ev.data
-    except LogError as exc:
-        raise ArtifactError(f"{log_path}: {exc}") from None
-    try:
-        full = PlanIndex.from_plan(plan)
-        index = PlanIndex([system], full.tasks, full.trials)
-        records = sorted(by_id.values(), key=lambda r: index.slot(r.arm, r.task_id, r.trial))
-    except MetricsError as exc:
-        raise ArtifactError(f"{log_path}: {exc}") from None
-
-    def ev_data(rec: EpisodeRecord, key: str) -> Mapping[str, Any]:
-        pointer = rec.evidence.get(key)
-        return data.get(int(pointer.rsplit("#", 1)[1]), {}) if pointer else {}
-
-    rows = []
-    for rec in records:
-        base = record_row(rec)
-        planned = ev_data(rec, "planned")
-        row = {
-            "system": system,
-            **{
-                k: base[k]
-                for k in base
-                if k
-                not in ("arm", "evidence", "verdict_reasons", "observed_count", "expected_count")
-            },
-            "params": planned.get("params"),
-            "effect": planned.get("effect"),
-            "effect_hash": planned.get("effect_hash"),
-            "pre_snapshot": ev_data(rec, "pre_snapshot").get("snapshot"),
-            "post_snapshot": ev_data(rec, "post_read").get("snapshot"),
-        }
-        rows.append(row)
-    claimed = MetricsAccumulator(index).add_all(records).arm_metrics(0)
-    versions = started[0].get("versions") or {}
-    doc = {
-        "schema": SUBMISSION_SCHEMA,
-        "system": system,
-        "pack_fingerprint": plan.get("pack_fingerprint"),
-        "tasks": plan.get("tasks"),
-        "reproducibility": {
-            "package_version": versions.get("package"),
-            "spec_version": versions.get("spec", SPEC_VERSION),
-            "scoring_version": scoring_version(),
-            "events_schema": versions.get("events_schema"),
-            "provider": plan.get("provider"),
-            "plan_hash": started[0].get("plan_hash"),
-            "trials": index.trials,
-            "seed_rule": SEED_RULE,
-            "execution": weakest_execution(
-                (s.get("execution") or {}).get(system) for s in [*started[:1], *resumed]
-            ),
-        },
-        "rows": rows,
-        "claimed": claimed,
-    }
-    out = Path(out_path)
-    try:
-        with open(out, "xb") as f:  # a submission is never overwritten
-            f.write(dump_json(doc))
-    except FileExistsError:
-        raise ArtifactError(f"{out} already exists; choose another output file") from None
-    return out
-
-
-def _major(version: Any) -> str | None:
-    return version.split(".", 1)[0] if isinstance(version, str) and version else None
-
-
-def _axis(task: TaskSpec, field: str) -> Any:
-    """A task axis as rows and logged events carry it (enums by value)."""
-    want = getattr(task, field)
-    return want.value if hasattr(want, "value") else want
-
-
-def _num_or_none(value: Any) -> Any:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _rederive(
-    where: str, row: Mapping[str, Any], task: TaskSpec, trial: int, reasons: _Reasons, source: str
-) -> EpisodeRecord | None:
-    """The row's labels from its raw fields; every mismatch with its claims is a reason."""
-    from effectbench.core.codec import converter
-    from effectbench.scoring.labels import score_episode
-
-    params = trial_params(task, trial)
-    tag = trial_tag(task.task_id, trial)
-    row_params = row.get("params")
-    if not isinstance(row_params, dict):
-        reasons.add(source, f"{where}: params missing; the trial payload cannot be checked")
-    elif any("{tag}" in t for t in task.params.values()) and not any(
-        isinstance(v, str) and tag in v for v in row_params.values()
-    ):
-        reasons.add(
-            source,
-            f"{where}: params carry no trial tag {tag} for ({task.task_id}, trial {trial}); "
-            "the declared trials/seeds do not reproduce this payload",
-        )
-    elif row_params != params:
-        reasons.add(
-            source, f"{where}: params differ from the payload the declared trials/seeds give"
-        )
-    effect = task.expected_effect.resolve(params)
-    effect_hash = content_hash(effect)
-    try:
-        row_effect_hash = content_hash(converter.structure(row.get("effect"), Effect))
-    except Exception:  # noqa: BLE001 - untrusted submission content
-        row_effect_hash = None
-    if row_effect_hash != effect_hash or row.get("effect_hash") != effect_hash:
-        reasons.add(source, f"{where}: effect is not the task's declared effect for this trial")
-    for field in TASK_AXES:
-        want = _axis(task, field)
-        if row.get(field) != want:
-            reasons.add(
-                source, f"{where}: {field} {row.get(field)!r} differs from the task's {want!r}"
-            )
-
-    reported = row.get("reported_success")
-    claimed_fc = row.get("failure_class")
-    post_raw = row.get("post_snapshot")
-    expected: dict[str, Any]
-    verdict_reasons: tuple[str, ...] = ()
-    if (
-        isinstance(reported, bool)
-        and post_raw is not None
-        and claimed_fc in (None, FailureClass.EVALUATION.value)
-    ):
-        try:
-            post = converter.structure(post_raw, Snapshot)
-            pre_raw = row.get("pre_snapshot")
-            pre = (
-                converter.structure(pre_raw, Snapshot)
-                if pre_raw is not None
-                else Snapshot.unreadable("no pre-snapshot in the row")
-            )
-        except Exception as exc:  # noqa: BLE001 - untrusted submission content
-            reasons.add(source, f"{where}: oracle readings are malformed ({exc})")
-            return None
-        verdict, cls = score_episode(
-            effect,
-            pre,
-            post,
-            reported_success=reported,
-            correct_action_available=task.correct_action_available,
-        )
-        verdict_reasons = verdict.reasons
-        expected = {
-            "true_state": verdict.true_state.value,
-            "outcome": None if cls.outcome is None else cls.outcome.value,
-            "swer_variant": None if cls.swer_variant is None else cls.swer_variant.value,
-            "eligible": cls.scoreable,
-            "failure_class": None if cls.scoreable else FailureClass.EVALUATION.value,
-        }
-    else:
-        try:
-            fc = FailureClass(str(claimed_fc))
-        except ValueError:
-            reasons.add(
-                source,
-                f"{where}: no agent report and oracle reading to score, and no valid failure_class "
-                f"({claimed_fc!r}) saying why",
-            )
-            return None
-        expected = {
-            "true_state": None,
-            "outcome": None,
-            "swer_variant": None,
-            "eligible": False,
-            "failure_class": fc.value,
-        }
-    for field in _LABEL_FIELDS:
-        if field == "true_state" and expected["true_state"] is None:
-            continue  # a failed episode may or may not state an unreadable reading
-        if row.get(field) != expected[field]:
-            reasons.add(
-                source,
-                f"{where}: {field} claimed {row.get(field)!r}, re-derived {expected[field]!r}",
-            )
-    from effectbench.core.model import Outcome, SwerVariant, TrueState
-
-    tel = row.get("telemetry") if isinstance(row.get("telemetry"), dict) else {}
-    assert isinstance(tel, dict)
-    return EpisodeRecord(
-        episode_id=str(row.get("episode_id") or f"{row.get('system')}::{task.task_id}::t{trial}"),
-        arm=str(row.get("system")),
-        task_id=task.task_id,
-        trial=trial,
-        category=task.category,
-        substrate=task.substrate,
-        split=task.split.value,
-        reversible=task.reversible,
-        effect_declared=task.effect_declared,
-        correct_action_available=task.correct_action_available,
-        reported_success=reported if isinstance(reported, bool) else None,
-        halted=None,
-        true_state=None if expected["true_state"] is None else TrueState(expected["true_state"]),
-        outcome=None if expected["outcome"] is None else Outcome(expected["outcome"]),
-        swer_variant=None
-        if expected["swer_variant"] is None
-        else SwerVariant(expected["swer_variant"]),
-        eligible=bool(expected["eligible"]),
-        failure_class=None
-        if expected["failure_class"] is None
-        else FailureClass(expected["failure_class"]),
-        verdict_reasons=verdict_reasons,
-        telemetry=EpisodeTelemetry(
-            **{k: _num_or_none(tel.get(k)) for k in attrs.fields_dict(EpisodeTelemetry)}
-        ),
-    )
-
-
-def verify_submission(
-    path: str | os.PathLike[str],
-    *,
-    expected_pack_fingerprint: str | None = None,
-    require_isolated: bool = False,
-) -> VerifyReport:
-    """Every reason a leaderboard submission does not hold up; ok when there is none."""
-    from effectbench.core.codec import converter
-    from effectbench.run.plan import pack_fingerprint
-
-    p = Path(path)
-    reasons = _Reasons()
-    source = p.name
-    doc = _load_json(p, reasons)
-    if doc is None:
-        return VerifyReport.of(reasons.close())
-    if not isinstance(doc, dict):
-        return VerifyReport.of(
-            [f"{source}: a submission is a JSON object (see docs/leaderboard.md)"]
-        )
-    if doc.get("schema") != SUBMISSION_SCHEMA:
-        reasons.add(source, f"schema {doc.get('schema')!r} is not {SUBMISSION_SCHEMA!r}")
-    system = doc.get("system")
-    if not isinstance(system, str) or not system:
-        reasons.add(source, "system must name the submitted system (a non-empty string)")
-    rows = doc.get("rows")
-    if not isinstance(rows, list):
-        reasons.add(source, "rows must be a list of raw episode rows")
-        rows = []
-    elif not rows:
-        reasons.add(
-            source, "rows is empty: a submission must carry the raw rows its numbers come from"
-        )
-    try:
-        tasks = [converter.structure(t, TaskSpec) for t in doc.get("tasks") or ()]
-    except Exception as exc:  # noqa: BLE001 - untrusted submission content
-        reasons.add(source, f"tasks cannot be read as task specs: {exc}")
-        return VerifyReport.of(reasons.close())
-    if not tasks:
-        reasons.add(
-            source, "tasks is empty: the pack the rows were scored against must be included"
-        )
-    fingerprint = pack_fingerprint(tasks)
-    if doc.get("pack_fingerprint") != fingerprint:
-        reasons.add(
-            source,
-            f"pack_fingerprint {doc.get('pack_fingerprint')!r} does not match its tasks ({fingerprint})",
-        )
-    if expected_pack_fingerprint is not None and fingerprint != expected_pack_fingerprint:
-        reasons.add(
-            source,
-            f"pack fingerprint {fingerprint} is not the expected {expected_pack_fingerprint}",
-        )
-    repro = doc.get("reproducibility") if isinstance(doc.get("reproducibility"), dict) else None
-    if repro is None:
-        reasons.add(source, "reproducibility block missing")
-        repro = {}
-    if repro.get("scoring_version") != scoring_version():
-        reasons.add(
-            source,
-            f"scoring_version {repro.get('scoring_version')!r} is not this verifier's {scoring_version()!r}",
-        )
-    if _major(repro.get("spec_version")) != _major(SPEC_VERSION):
-        reasons.add(
-            source,
-            f"spec_version {repro.get('spec_version')!r} is not comparable with {SPEC_VERSION}",
-        )
-    if require_isolated and repro.get("execution") != "isolated":
-        reasons.add(
-            source,
-            f"system ran {repro.get('execution') or 'with no recorded execution mode'}, not "
-            "isolated (--require-isolated)",
-        )
-    if repro.get("seed_rule") != SEED_RULE:
-        reasons.add(
-            source,
-            f"seed_rule {repro.get('seed_rule')!r} is not the rule this verifier reproduces "
-            f"payloads with ({SEED_RULE!r})",
-        )
-    trials = repro.get("trials")
-    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
-        reasons.add(source, f"reproducibility.trials must be a positive integer, got {trials!r}")
-        return VerifyReport.of(reasons.close())
-    if not isinstance(system, str) or not rows:
-        return VerifyReport.of(reasons.close())
-    mine = [(i, r) for i, r in enumerate(rows) if isinstance(r, dict) and r.get("system") == system]
-    if not mine:
-        named = sorted({str(r.get("system")) for r in rows if isinstance(r, dict)})
-        reasons.add(
-            source,
-            f"system {system!r} matches no rows (rows name: {', '.join(named) or 'nothing'})",
-        )
-        return VerifyReport.of(reasons.close())
-    for i, r in enumerate(rows):
-        if not isinstance(r, dict) or r.get("system") != system:
-            # nothing in such a row is checked, so the file must not carry it as if it were
-            reasons.add(
-                source,
-                f"row {i} is not a row of system {system!r} (a submission is one system's rows)",
-            )
-    by_id = {t.task_id: t for t in tasks}
-    index = PlanIndex(
-        [system],
-        [TaskAxes(t.task_id, t.category.value, t.substrate.value, t.split.value) for t in tasks],
-        trials,
-    )
-    acc = MetricsAccumulator(index)
-    seen: set[tuple[str, int]] = set()
-    for i, row in mine:
-        where = f"row {i} ({row.get('episode_id', '?')})"
-        task = by_id.get(str(row.get("task_id")))
-        trial = row.get("trial")
-        if task is None:
-            reasons.add(
-                source, f"{where}: task {row.get('task_id')!r} is not in the submitted pack"
-            )
-            continue
-        if not isinstance(trial, int) or isinstance(trial, bool) or not 0 <= trial < trials:
-            reasons.add(
-                source, f"{where}: trial {trial!r} is outside the declared trials 0..{trials - 1}"
-            )
-            continue
-        if (task.task_id, trial) in seen:
-            reasons.add(source, f"{where}: ({task.task_id}, trial {trial}) appears twice")
-            continue
-        seen.add((task.task_id, trial))
-        rec = _rederive(where, row, task, trial, reasons, source)
-        if rec is not None:
-            acc.add(rec)
-    missing = [(t.task_id, n) for t in tasks for n in range(trials) if (t.task_id, n) not in seen]
-    for task_id, n in missing:
-        # dropping the rows an agent did badly on would otherwise only lower coverage
-        reasons.add(
-            source,
-            f"no row for ({task_id}, trial {n}): a submission carries every planned episode "
-            "(one that could not be scored as a row with its failure_class)",
-        )
-    claimed = doc.get("claimed")
-    if not isinstance(claimed, dict):
-        reasons.add(source, "claimed metrics missing (an object with the metrics.json arm block)")
-    else:
-        _compare(claimed, acc.arm_metrics(0), "claimed", source, reasons)
     return VerifyReport.of(reasons.close())

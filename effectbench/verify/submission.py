@@ -1,0 +1,327 @@
+"""The submission check: a leaderboard submission's labels and metrics re-derived from its raw rows.
+
+Format in docs/leaderboard.md; every claim that the rows do not reproduce is a reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from effectbench.core.hashing import content_hash
+from effectbench.core.model import (
+    SPEC_VERSION,
+    Effect,
+    FailureClass,
+    Snapshot,
+    TaskSpec,
+    trial_params,
+    trial_tag,
+)
+from effectbench.outputs.artifacts import (
+    TASK_AXES,
+    scoring_version,
+)
+from effectbench.projections.metrics import MetricsAccumulator, PlanIndex, TaskAxes
+from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
+from effectbench.verify.compare import (
+    LABEL_FIELDS,
+    Reasons,
+    VerifyReport,
+    compare,
+    load_json,
+    task_axis,
+)
+from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA
+
+__all__ = ["verify_submission"]
+
+
+def _major(version: Any) -> str | None:
+    return version.split(".", 1)[0] if isinstance(version, str) and version else None
+
+
+def _num_or_none(value: Any) -> Any:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _rederive(
+    where: str, row: Mapping[str, Any], task: TaskSpec, trial: int, reasons: Reasons, source: str
+) -> EpisodeRecord | None:
+    """The row's labels from its raw fields; every mismatch with its claims is a reason."""
+    from effectbench.core.codec import converter
+    from effectbench.scoring.labels import score_episode
+
+    params = trial_params(task, trial)
+    tag = trial_tag(task.task_id, trial)
+    row_params = row.get("params")
+    if not isinstance(row_params, dict):
+        reasons.add(source, f"{where}: params missing; the trial payload cannot be checked")
+    elif any("{tag}" in t for t in task.params.values()) and not any(
+        isinstance(v, str) and tag in v for v in row_params.values()
+    ):
+        reasons.add(
+            source,
+            f"{where}: params carry no trial tag {tag} for ({task.task_id}, trial {trial}); "
+            "the declared trials/seeds do not reproduce this payload",
+        )
+    elif row_params != params:
+        reasons.add(
+            source, f"{where}: params differ from the payload the declared trials/seeds give"
+        )
+    effect = task.expected_effect.resolve(params)
+    effect_hash = content_hash(effect)
+    try:
+        row_effect_hash = content_hash(converter.structure(row.get("effect"), Effect))
+    except Exception:  # noqa: BLE001 - untrusted submission content
+        row_effect_hash = None
+    if row_effect_hash != effect_hash or row.get("effect_hash") != effect_hash:
+        reasons.add(source, f"{where}: effect is not the task's declared effect for this trial")
+    for field in TASK_AXES:
+        want = task_axis(task, field)
+        if row.get(field) != want:
+            reasons.add(
+                source, f"{where}: {field} {row.get(field)!r} differs from the task's {want!r}"
+            )
+
+    reported = row.get("reported_success")
+    claimed_fc = row.get("failure_class")
+    post_raw = row.get("post_snapshot")
+    expected: dict[str, Any]
+    verdict_reasons: tuple[str, ...] = ()
+    if (
+        isinstance(reported, bool)
+        and post_raw is not None
+        and claimed_fc in (None, FailureClass.EVALUATION.value)
+    ):
+        try:
+            post = converter.structure(post_raw, Snapshot)
+            pre_raw = row.get("pre_snapshot")
+            pre = (
+                converter.structure(pre_raw, Snapshot)
+                if pre_raw is not None
+                else Snapshot.unreadable("no pre-snapshot in the row")
+            )
+        except Exception as exc:  # noqa: BLE001 - untrusted submission content
+            reasons.add(source, f"{where}: oracle readings are malformed ({exc})")
+            return None
+        verdict, cls = score_episode(
+            effect,
+            pre,
+            post,
+            reported_success=reported,
+            correct_action_available=task.correct_action_available,
+        )
+        verdict_reasons = verdict.reasons
+        expected = {
+            "true_state": verdict.true_state.value,
+            "outcome": None if cls.outcome is None else cls.outcome.value,
+            "swer_variant": None if cls.swer_variant is None else cls.swer_variant.value,
+            "eligible": cls.scoreable,
+            "failure_class": None if cls.scoreable else FailureClass.EVALUATION.value,
+        }
+    else:
+        try:
+            fc = FailureClass(str(claimed_fc))
+        except ValueError:
+            reasons.add(
+                source,
+                f"{where}: no agent report and oracle reading to score, and no valid failure_class "
+                f"({claimed_fc!r}) saying why",
+            )
+            return None
+        expected = {
+            "true_state": None,
+            "outcome": None,
+            "swer_variant": None,
+            "eligible": False,
+            "failure_class": fc.value,
+        }
+    for field in LABEL_FIELDS:
+        if field == "true_state" and expected["true_state"] is None:
+            continue  # a failed episode may or may not state an unreadable reading
+        if row.get(field) != expected[field]:
+            reasons.add(
+                source,
+                f"{where}: {field} claimed {row.get(field)!r}, re-derived {expected[field]!r}",
+            )
+    from effectbench.core.model import Outcome, SwerVariant, TrueState
+
+    tel = row.get("telemetry") if isinstance(row.get("telemetry"), dict) else {}
+    assert isinstance(tel, dict)
+    return EpisodeRecord(
+        episode_id=str(row.get("episode_id") or f"{row.get('system')}::{task.task_id}::t{trial}"),
+        arm=str(row.get("system")),
+        task_id=task.task_id,
+        trial=trial,
+        category=task.category,
+        substrate=task.substrate,
+        split=task.split.value,
+        reversible=task.reversible,
+        effect_declared=task.effect_declared,
+        correct_action_available=task.correct_action_available,
+        reported_success=reported if isinstance(reported, bool) else None,
+        halted=None,
+        true_state=None if expected["true_state"] is None else TrueState(expected["true_state"]),
+        outcome=None if expected["outcome"] is None else Outcome(expected["outcome"]),
+        swer_variant=None
+        if expected["swer_variant"] is None
+        else SwerVariant(expected["swer_variant"]),
+        eligible=bool(expected["eligible"]),
+        failure_class=None
+        if expected["failure_class"] is None
+        else FailureClass(expected["failure_class"]),
+        verdict_reasons=verdict_reasons,
+        telemetry=EpisodeTelemetry(
+            **{k: _num_or_none(tel.get(k)) for k in attrs.fields_dict(EpisodeTelemetry)}
+        ),
+    )
+
+
+def verify_submission(
+    path: str | os.PathLike[str],
+    *,
+    expected_pack_fingerprint: str | None = None,
+    require_isolated: bool = False,
+) -> VerifyReport:
+    """Every reason a leaderboard submission does not hold up; ok when there is none."""
+    from effectbench.core.codec import converter
+    from effectbench.run.plan import pack_fingerprint
+
+    p = Path(path)
+    reasons = Reasons()
+    source = p.name
+    doc = load_json(p, reasons)
+    if doc is None:
+        return VerifyReport.of(reasons.close())
+    if not isinstance(doc, dict):
+        return VerifyReport.of(
+            [f"{source}: a submission is a JSON object (see docs/leaderboard.md)"]
+        )
+    if doc.get("schema") != SUBMISSION_SCHEMA:
+        reasons.add(source, f"schema {doc.get('schema')!r} is not {SUBMISSION_SCHEMA!r}")
+    system = doc.get("system")
+    if not isinstance(system, str) or not system:
+        reasons.add(source, "system must name the submitted system (a non-empty string)")
+    rows = doc.get("rows")
+    if not isinstance(rows, list):
+        reasons.add(source, "rows must be a list of raw episode rows")
+        rows = []
+    elif not rows:
+        reasons.add(
+            source, "rows is empty: a submission must carry the raw rows its numbers come from"
+        )
+    try:
+        tasks = [converter.structure(t, TaskSpec) for t in doc.get("tasks") or ()]
+    except Exception as exc:  # noqa: BLE001 - untrusted submission content
+        reasons.add(source, f"tasks cannot be read as task specs: {exc}")
+        return VerifyReport.of(reasons.close())
+    if not tasks:
+        reasons.add(
+            source, "tasks is empty: the pack the rows were scored against must be included"
+        )
+    fingerprint = pack_fingerprint(tasks)
+    if doc.get("pack_fingerprint") != fingerprint:
+        reasons.add(
+            source,
+            f"pack_fingerprint {doc.get('pack_fingerprint')!r} does not match its tasks ({fingerprint})",
+        )
+    if expected_pack_fingerprint is not None and fingerprint != expected_pack_fingerprint:
+        reasons.add(
+            source,
+            f"pack fingerprint {fingerprint} is not the expected {expected_pack_fingerprint}",
+        )
+    repro = doc.get("reproducibility") if isinstance(doc.get("reproducibility"), dict) else None
+    if repro is None:
+        reasons.add(source, "reproducibility block missing")
+        repro = {}
+    if repro.get("scoring_version") != scoring_version():
+        reasons.add(
+            source,
+            f"scoring_version {repro.get('scoring_version')!r} is not this verifier's {scoring_version()!r}",
+        )
+    if _major(repro.get("spec_version")) != _major(SPEC_VERSION):
+        reasons.add(
+            source,
+            f"spec_version {repro.get('spec_version')!r} is not comparable with {SPEC_VERSION}",
+        )
+    if require_isolated and repro.get("execution") != "isolated":
+        reasons.add(
+            source,
+            f"system ran {repro.get('execution') or 'with no recorded execution mode'}, not "
+            "isolated (--require-isolated)",
+        )
+    if repro.get("seed_rule") != SEED_RULE:
+        reasons.add(
+            source,
+            f"seed_rule {repro.get('seed_rule')!r} is not the rule this verifier reproduces "
+            f"payloads with ({SEED_RULE!r})",
+        )
+    trials = repro.get("trials")
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        reasons.add(source, f"reproducibility.trials must be a positive integer, got {trials!r}")
+        return VerifyReport.of(reasons.close())
+    if not isinstance(system, str) or not rows:
+        return VerifyReport.of(reasons.close())
+    mine = [(i, r) for i, r in enumerate(rows) if isinstance(r, dict) and r.get("system") == system]
+    if not mine:
+        named = sorted({str(r.get("system")) for r in rows if isinstance(r, dict)})
+        reasons.add(
+            source,
+            f"system {system!r} matches no rows (rows name: {', '.join(named) or 'nothing'})",
+        )
+        return VerifyReport.of(reasons.close())
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or r.get("system") != system:
+            # nothing in such a row is checked, so the file must not carry it as if it were
+            reasons.add(
+                source,
+                f"row {i} is not a row of system {system!r} (a submission is one system's rows)",
+            )
+    by_id = {t.task_id: t for t in tasks}
+    index = PlanIndex(
+        [system],
+        [TaskAxes(t.task_id, t.category.value, t.substrate.value, t.split.value) for t in tasks],
+        trials,
+    )
+    acc = MetricsAccumulator(index)
+    seen: set[tuple[str, int]] = set()
+    for i, row in mine:
+        where = f"row {i} ({row.get('episode_id', '?')})"
+        task = by_id.get(str(row.get("task_id")))
+        trial = row.get("trial")
+        if task is None:
+            reasons.add(
+                source, f"{where}: task {row.get('task_id')!r} is not in the submitted pack"
+            )
+            continue
+        if not isinstance(trial, int) or isinstance(trial, bool) or not 0 <= trial < trials:
+            reasons.add(
+                source, f"{where}: trial {trial!r} is outside the declared trials 0..{trials - 1}"
+            )
+            continue
+        if (task.task_id, trial) in seen:
+            reasons.add(source, f"{where}: ({task.task_id}, trial {trial}) appears twice")
+            continue
+        seen.add((task.task_id, trial))
+        rec = _rederive(where, row, task, trial, reasons, source)
+        if rec is not None:
+            acc.add(rec)
+    missing = [(t.task_id, n) for t in tasks for n in range(trials) if (t.task_id, n) not in seen]
+    for task_id, n in missing:
+        # dropping the rows an agent did badly on would otherwise only lower coverage
+        reasons.add(
+            source,
+            f"no row for ({task_id}, trial {n}): a submission carries every planned episode "
+            "(one that could not be scored as a row with its failure_class)",
+        )
+    claimed = doc.get("claimed")
+    if not isinstance(claimed, dict):
+        reasons.add(source, "claimed metrics missing (an object with the metrics.json arm block)")
+    else:
+        compare(claimed, acc.arm_metrics(0), "claimed", source, reasons)
+    return VerifyReport.of(reasons.close())
