@@ -194,6 +194,9 @@ class MetricsAccumulator:
             f: array("d", [_NAN]) * n for f in TELEMETRY_FIELDS
         }
         self._columns = tuple(self.telemetry[f] for f in TELEMETRY_FIELDS)
+        self.call_latency: dict[int, tuple[float, ...]] = {}
+        """Per slot, the known latencies of its model calls; only slots that have calls
+        (sparse: a run without model calls keeps nothing here)."""
         self.records = 0
 
     def add(self, rec: EpisodeRecord) -> int:
@@ -210,6 +213,10 @@ class MetricsAccumulator:
         tout[slot] = _NAN if (v := t.output_tokens) is None else float(v)
         cost[slot] = _NAN if (v := t.cost_usd) is None else float(v)
         actions[slot] = _NAN if (v := t.actions) is None else float(v)
+        if t.model_call_latency_ms:
+            self.call_latency[slot] = known_latencies(t.model_call_latency_ms)
+        elif self.call_latency:
+            self.call_latency.pop(slot, None)
         self.records += 1
         return slot
 
@@ -314,6 +321,9 @@ class MetricsAccumulator:
             for v in (tel["input_tokens"][s] + tel["output_tokens"][s] for s in eligible)
             if not math.isnan(v)
         )
+        lat = self.call_latency
+        out["model_latency_ms"] = describe(v for s in eligible for v in lat.get(s, ()))
+        out["model_latency_ms"]["scope"] = "model calls of eligible episodes"
         out["setup_ms"] = describe(known("setup_ms", recorded))
         out["setup_ms"]["scope"] = "all recorded episodes (infrastructure timing)"
         costs_eligible = known("cost_usd", eligible)
@@ -402,6 +412,18 @@ class _Costs(Sequence[AttemptCost]):
         if not 0 <= i < self._n:
             raise IndexError(i)
         return self._at(i)
+
+
+def known_latencies(values: Iterable[Any]) -> tuple[float, ...]:
+    """The finite, non-negative numbers among a row's per-call latencies (the rest unknown)."""
+    return tuple(
+        float(v)
+        for v in values
+        if isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        and v >= 0
+    )
 
 
 def _opt(v: float) -> float | None:

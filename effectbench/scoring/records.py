@@ -33,6 +33,10 @@ class EpisodeTelemetry:
     actions: int | None = None
     model_latency_ms: float | None = None
     cost_source: str | None = None
+    model_call_latency_ms: tuple[float | None, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(tuple)
+    )
+    """Each model call's latency in call order; None when the arm is no source of calls."""
 
 
 @attrs.frozen
