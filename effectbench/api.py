@@ -389,6 +389,7 @@ async def execute(
         task_globs or (),
         refs={"provider": prov_ref, "arms": arm_refs_used},
         arm_versions=arm_versions,
+        fixture=getattr(prov, "fixture", False) is True,
     )
 
     await _preflight(prov, provider_options or {})

@@ -104,7 +104,12 @@ def test_null_is_no_source_and_zero_is_counted_none(tmp_path: Path) -> None:
         assert (t["model_calls"], t["input_tokens"], t["cost_usd"]) == (None, None, None)
     for row in rows["idle_model"]:  # declares it counts its model calls: 0, not null
         t = row["telemetry"]
-        assert (t["actions"], t["model_calls"], t["input_tokens"], t["output_tokens"]) == (0, 0, 0, 0)
+        assert (t["actions"], t["model_calls"], t["input_tokens"], t["output_tokens"]) == (
+            0,
+            0,
+            0,
+            0,
+        )
         assert (t["cost_usd"], t["cost_source"], t["model_call_latency_ms"]) == (0.0, "arm", [])
     tel = _metrics(run_dir)["arms"]
     assert tel["silent"]["telemetry"]["model_calls"]["count"] == 0

@@ -458,10 +458,14 @@ def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int
     report = check(path, expected_pack_fingerprint=expected_pack, require_isolated=require_isolated)
     if report.ok:
         _out(f"sound: {path}")
+        for note in report.notes:
+            _out(f"  note: {note}")
         return 0
     _out(f"NOT sound: {path}")
     for reason in report.reasons:
         _out(f"  - {reason}")
+    for note in report.notes:
+        _out(f"  note: {note}")
     return 1
 
 

@@ -156,8 +156,7 @@ def _latencies(value: Any) -> tuple[float | None, ...] | None:
     if not isinstance(value, list):
         return None
     return tuple(
-        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-        for v in value
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in value
     )
 
 

@@ -22,6 +22,7 @@ import attrs
 
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.model import FailureClass, Outcome, SwerVariant, TrueState
+from effectbench.projections.claims import comparison_claim, identical
 from effectbench.projections.compare import Pair, compare_arms
 from effectbench.projections.passk import (
     AttemptCost,
@@ -274,6 +275,7 @@ class MetricsAccumulator:
         block["over_halt_task_clustered"] = clustered_mean(halt_cl, z).to_json()
         block["task_success_task_clustered"] = clustered_mean(succ_cl, z).to_json()
         block["cells"] = self._cells(arm_index)
+        block["per_task"] = self._per_task(arm_index)
         attempts = self.attempts(arm_index)
         block["k"] = plan.k
         block.update(prefix_metrics(attempts, plan.k, z))
@@ -299,6 +301,22 @@ class MetricsAccumulator:
             cell["n"] = cell["n_eligible"]
             cells.append(cell)
         return cells
+
+    def _per_task(self, arm_index: int) -> list[dict[str, Any]]:
+        """One entry per task in plan order: its rates over its own trials, and whether
+        every trial came out the same (``identical``)."""
+        out = []
+        for t, task in enumerate(self.plan.tasks):
+            tc = self._task_codes(arm_index, t)
+            entry: dict[str, Any] = {
+                "task_id": task.task_id,
+                "category": task.category,
+                "substrate": task.substrate,
+            }
+            entry.update(_rate_block([tc.count(c) for c in range(_N_CODES)], len(tc), self.z))
+            entry["identical"] = identical(tc)
+            out.append(entry)
+        return out
 
     def _telemetry(self, arm_index: int, attempts: Sequence[Attempts]) -> dict[str, Any]:
         """Timing, usage and cost: eligible episodes only, except setup (infrastructure)."""
@@ -349,6 +367,7 @@ class MetricsAccumulator:
                 swer: list[list[Pair]] = []
                 halt: list[list[Pair]] = []
                 succ: list[list[Pair]] = []
+                pairs: list[list[tuple[int, int]]] = []
                 for t in range(len(plan.tasks)):
                     a, b = self._task_codes(i, t), self._task_codes(j, t)
                     both = [
@@ -356,14 +375,15 @@ class MetricsAccumulator:
                         for x, y in zip(a, b, strict=True)
                         if x >= FIRST_ELIGIBLE and y >= FIRST_ELIGIBLE
                     ]
+                    pairs.append(both)
                     swer.append([(_is_swer(x), _is_swer(y)) for x, y in both])
                     halt.append([(x == _OVER_HALT, y == _OVER_HALT) for x, y in both])
                     succ.append([(x == SUCCESS, y == SUCCESS) for x, y in both])
-                out.append(
-                    compare_arms(
-                        plan.arms[i], plan.arms[j], swer, succ, plan.per_arm, self.z, over_halt=halt
-                    )
+                block = compare_arms(
+                    plan.arms[i], plan.arms[j], swer, succ, plan.per_arm, self.z, over_halt=halt
                 )
+                block.update(comparison_claim(pairs))
+                out.append(block)
         return out
 
     def document(self, scoring_version: str) -> dict[str, Any]:
@@ -419,10 +439,7 @@ def known_latencies(values: Iterable[Any]) -> tuple[float, ...]:
     return tuple(
         float(v)
         for v in values
-        if isinstance(v, (int, float))
-        and not isinstance(v, bool)
-        and math.isfinite(v)
-        and v >= 0
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
     )
 
 

@@ -51,6 +51,7 @@ from effectbench.outputs.artifacts import (
 )
 from effectbench.projections.metrics import MetricsAccumulator, MetricsError, PlanIndex, TaskAxes
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
+from effectbench.verify.claims import claim_notes
 
 __all__ = [
     "FLOAT_TOLERANCE",
@@ -76,6 +77,7 @@ _MANIFEST_SAME: Final = (
     "recorded_versions",
     "provider",
     "pack_fingerprint",
+    "fixture",
     "plan_hash",
     "tasks",
     "task_globs",
@@ -103,10 +105,13 @@ class VerifyReport:
 
     ok: bool
     reasons: list[str]
+    notes: list[str] = attrs.field(factory=list)
+    """What a sound run cannot claim (e.g. a comparison on fewer than 3 trials per
+    task); shown beside the verdict, never a reason for unsound."""
 
     @classmethod
-    def of(cls, reasons: Sequence[str]) -> VerifyReport:
-        return cls(not reasons, list(reasons))
+    def of(cls, reasons: Sequence[str], notes: Sequence[str] = ()) -> VerifyReport:
+        return cls(not reasons, list(reasons), list(notes))
 
 
 # --------------------------------------------------------------------------- comparison
@@ -494,7 +499,7 @@ def verify_run(
                     f"differs from the summary rebuilt from the log (first at line {_first_difference(given, rebuilt)})",
                 )
         _explain_unbuilt(rebuilt_manifest, reasons, "" if chain.torn_tail else f"; {resume}")
-    return VerifyReport.of(reasons.close())
+    return VerifyReport.of(reasons.close(), claim_notes(rebuilt_metrics))
 
 
 # --------------------------------------------------------------------------- submissions

@@ -19,10 +19,10 @@ import aiohttp
 
 from effectbench.arms.llm.client import ChatClient, ModelEndpointError, RetryPolicy, Sleep
 from effectbench.arms.llm.loop import Budget, run_loop
-from effectbench.core.prices import PriceTable, PriceTableError, load_prices
 from effectbench.arms.llm.tools import tools_for
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport
+from effectbench.core.prices import PriceTable, PriceTableError, load_prices
 from effectbench.core.provider import EnvHandle
 
 __all__ = [

@@ -13,4 +13,11 @@ from effectbench.core.prices import (
     price_calls,
 )
 
-__all__ = ["ModelPrice", "PriceTable", "PriceTableError", "load_prices", "parse_prices", "price_calls"]
+__all__ = [
+    "ModelPrice",
+    "PriceTable",
+    "PriceTableError",
+    "load_prices",
+    "parse_prices",
+    "price_calls",
+]
