@@ -20,6 +20,7 @@ import orjson
 
 from effectbench.core.arm import Arm
 from effectbench.core.errors import EffectBenchError
+from effectbench.core.prices import PriceTable, load_prices
 from effectbench.core.provider import BenchmarkProvider
 from effectbench.run.options import DEFAULTS, OptionsError, RunOptions
 from effectbench.run.plan import (
@@ -283,6 +284,7 @@ async def execute(
     report: bool = True,
     provider_options: Mapping[str, str] | None = None,
     executor: str = "local",
+    prices: PriceTable | str | os.PathLike[str] | None = None,
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
@@ -292,7 +294,9 @@ async def execute(
 
     ``provider_options`` (e.g. ``{"pg-dsn": ...}`` from ``--pg-dsn``) go to the provider's
     optional ``preflight``, which runs before anything is written (see ``_preflight``). ``isolate``: None
-    contains protocol agents where the host can, True requires it, False never."""
+    contains protocol agents where the host can, True requires it, False never. ``prices``
+    (``--prices FILE``, or a PriceTable) prices model calls whose arm gave no cost; a bad
+    file raises PriceTableError before anything is written."""
     if registry is None:
         from effectbench.run.registry import Registry
 
@@ -309,6 +313,9 @@ async def execute(
         )
     except OptionsError as exc:
         raise RunError(str(exc)) from exc  # the cause names the option for the CLI
+    if prices is not None:
+        table = prices if isinstance(prices, PriceTable) else load_prices(prices)
+        options = attrs.evolve(options, prices=table)
     runner = _executor(executor)
 
     state: ResumeState | None = None
@@ -382,6 +389,7 @@ async def execute(
         task_globs or (),
         refs={"provider": prov_ref, "arms": arm_refs_used},
         arm_versions=arm_versions,
+        fixture=getattr(prov, "fixture", False) is True,
     )
 
     await _preflight(prov, provider_options or {})

@@ -173,7 +173,7 @@ def test_each_misbehaviour_fails_only_its_episode_with_one_process_each(tmp_path
     (telemetry,) = [e.data for e in events if e.type == "episode.telemetry" and e.ep == ep]
     assert telemetry == {
         "model_calls": 1, "input_tokens": 12, "output_tokens": 3, "cost_usd": 0.001, "actions": 1,
-        "model_latency_ms": 40.5, "cost_source": "arm",
+        "model_latency_ms": 40.5, "cost_source": "arm", "model_call_latency_ms": [40.5],
     }  # fmt: skip
 
 

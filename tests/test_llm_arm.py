@@ -194,16 +194,23 @@ def test_telemetry_carries_tokens_latency_and_cost_with_its_source(
         assert row["telemetry"]["cost_usd"] == pytest.approx(5 * 0.0025)
     for row in rows["llm-liar"].values():  # not in the price table: cost unknown, not zero
         assert row["telemetry"]["cost_usd"] is None and row["telemetry"]["cost_source"] is None
-    # the storm made no completed call: nothing to cost, fields as for any arm without calls
-    for name in ("effect_verified", "llm-storm"):
-        for row in rows[name].values():
-            assert set(row["telemetry"]) == OLD_TELEMETRY_KEYS, name
+    # an arm without a model is no source: its rows keep the old keys, model fields null
+    for row in rows["effect_verified"].values():
+        assert set(row["telemetry"]) == OLD_TELEMETRY_KEYS
+        assert row["telemetry"]["model_calls"] is None
+    # the storm completed no call, but the llm arm counts its calls: 0 counted, not null
+    for row in rows["llm-storm"].values():
+        t = row["telemetry"]
+        assert (t["model_calls"], t["input_tokens"], t["output_tokens"]) == (0, 0, 0)
+        assert (t["cost_usd"], t["cost_source"], t["model_call_latency_ms"]) == (0.0, "arm", [])
     tel = _by_episode(events, "episode.telemetry")
     for ep, data in tel.items():
         has_calls = data["model_calls"] is not None
         assert ("cost_source" in data) is has_calls and ("model_latency_ms" in data) is has_calls, (
             ep
         )
+        if has_calls:  # one latency per call, in call order
+            assert len(data["model_call_latency_ms"]) == data["model_calls"], ep
     solver = run["metrics"]["arms"]["llm-solver"]["telemetry"]
     assert solver["cost"]["all_recorded_with_source"] == 9
     assert solver["input_tokens"]["count"] == 9 and solver["model_calls"]["mean"] == 5

@@ -66,7 +66,10 @@ def _usage_problem(msg: Mapping[str, Any]) -> str | None:
         if not ok or value < 0:
             kind = "an integer" if key.endswith("tokens") else "a number"
             return f"model_call {key} must be {kind} >= 0 or null, got {value!r}"
-    extra = set(msg) - {"type", "episode_id", *_USAGE}
+    model = msg.get("model")
+    if model is not None and not isinstance(model, str):
+        return f"model_call model must be a string or null, got {model!r}"
+    extra = set(msg) - {"type", "episode_id", "model", *_USAGE}
     return f"model_call has unknown fields {sorted(extra)}" if extra else None
 
 
@@ -130,7 +133,11 @@ def to_report(msg: Mapping[str, Any]) -> AgentReport:
 def to_model_call(msg: Mapping[str, Any]) -> ModelCall:
     """A cost the agent reports is the arm's own figure (``cost_source`` "arm")."""
     usage = {key: msg.get(key) for key in _USAGE}
-    return ModelCall(**usage, cost_source=None if usage.get("cost_usd") is None else "arm")
+    return ModelCall(
+        **usage,
+        cost_source=None if usage.get("cost_usd") is None else "arm",
+        model=msg.get("model"),
+    )
 
 
 def action_detail(msg: Mapping[str, Any]) -> dict[str, JSONScalar]:

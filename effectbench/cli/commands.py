@@ -194,6 +194,13 @@ def _given(ctx: click.Context, name: str) -> bool:
     help="Where episodes run: local, dask://HOST:PORT (a Dask scheduler) or dask-local:N "
     "(N local worker processes); needs effectbench[dask] for Dask.",
 )
+@click.option(
+    "--prices",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Price table (JSON: version, model -> USD per 1M input/output tokens) that prices "
+    "model calls whose arm reported no cost.",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -214,6 +221,7 @@ def run(
     pg_dsn: str | None,
     isolate: bool | None,
     executor: str,
+    prices: Path | None,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -263,6 +271,7 @@ def run(
         force=force,
         report=not no_report,
         provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
+        prices=prices,
         **kwargs,
     )
 
@@ -450,10 +459,14 @@ def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int
     report = check(path, expected_pack_fingerprint=expected_pack, require_isolated=require_isolated)
     if report.ok:
         _out(f"sound: {path}")
+        for note in report.notes:
+            _out(f"  note: {note}")
         return 0
     _out(f"NOT sound: {path}")
     for reason in report.reasons:
         _out(f"  - {reason}")
+    for note in report.notes:
+        _out(f"  note: {note}")
     return 1
 
 

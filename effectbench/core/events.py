@@ -146,6 +146,9 @@ class ArmTelemetry:
     cost_source: str | None = None
     """Where cost_usd came from (``arm``, ``price_table:<version>``, several joined by
     ``+``); present only when there were model calls."""
+    model_call_latency_ms: list[float | None] | None = None
+    """Each call's latency in call order (null where unknown); present only when there
+    were model calls or the arm counts them (``uses_model``)."""
 
 
 @attrs.frozen

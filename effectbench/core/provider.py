@@ -74,6 +74,9 @@ class ModelCall:
     cost_source: str | None = None
     """Where ``cost_usd`` came from: ``"arm"`` (the endpoint reported it),
     ``"price_table:<version>"``, or None when unknown."""
+    model: str | None = None
+    """The model called, as a price table names it; lets the harness's ``--prices``
+    table price a call whose cost the arm did not report. None when unknown."""
 
 
 @attrs.frozen

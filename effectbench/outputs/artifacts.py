@@ -45,6 +45,7 @@ from effectbench.core.rundir import (
 from effectbench.log.reader import LogError
 from effectbench.outputs.logpass import LogPass, PlanFacts, RunFacts, sequential_pass, write_atomic
 from effectbench.outputs.rows import TASK_AXES, record_from_row, record_row
+from effectbench.projections.claims import MIN_TRIALS_PER_TASK
 from effectbench.projections.metrics import (
     FIRST_ELIGIBLE,
     MetricsAccumulator,
@@ -363,6 +364,7 @@ def _manifest(
         "recorded_versions": recorded_versions,
         "provider": dict(plan.provider),
         "pack_fingerprint": plan.pack_fingerprint,
+        "fixture": plan.fixture,
         "plan_hash": started.get("plan_hash"),
         "tasks": plan.tasks,
         "task_globs": plan.task_globs,
@@ -515,6 +517,11 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4g}"
 
 
+def _frac(block: Mapping[str, Any]) -> str:
+    """A rate as its bare count, for tables too narrow for intervals."""
+    return f"{block['numerator']}/{block['denominator']}"
+
+
 def _ks(block: Mapping[str, Any]) -> list[str]:
     return sorted(block, key=int)
 
@@ -550,4 +557,6 @@ def render_summary(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> s
         p=_p,
         num=_num,
         ks=_ks,
+        frac=_frac,
+        min_trials=MIN_TRIALS_PER_TASK,
     )

@@ -40,6 +40,8 @@ class PlanFacts:
     task_globs: list[Any]
     versions: Mapping[str, Any]
     tasks: list[dict[str, Any]]
+    fixture: bool = False
+    """The provider declared a deterministic fixture (the plan's ``fixture``)."""
 
     @classmethod
     def of(cls, plan: Mapping[str, Any]) -> PlanFacts:
@@ -50,6 +52,7 @@ class PlanFacts:
             task_globs=list(plan.get("task_globs") or []),
             versions=dict(plan.get("versions") or {}),
             tasks=[task_entry(t) for t in plan.get("tasks", ())],
+            fixture=plan.get("fixture") is True,
         )
 
 

@@ -273,6 +273,7 @@ def _export(shard: _Shard) -> dict[str, Any]:
     for name in TELEMETRY_FIELDS:
         col = acc.telemetry[name]
         part["t_" + name] = array("d", (col[s] for s in slots))
+    part["call_latency"] = dict(acc.call_latency)
     return part
 
 
@@ -343,6 +344,7 @@ def _merge(mine: _Shard, part: dict[str, Any], spill_file: Any) -> None:
     assert acc is not None and keys is not None and spill is not None
     theirs, codes, offsets, lengths = part["keys"], part["codes"], part["offsets"], part["lengths"]
     cols = [(acc.telemetry[name], part["t_" + name]) for name in TELEMETRY_FIELDS]
+    calls: dict[int, tuple[float, ...]] = part.get("call_latency") or {}
     source = bytearray(len(keys))
     spill.sources.append(spill_file)
     spill.source = source
@@ -357,6 +359,11 @@ def _merge(mine: _Shard, part: dict[str, Any], spill_file: Any) -> None:
         source[s] = 1
         for col, other in cols:
             col[s] = other[i]
+        lat = calls.get(s)
+        if lat is not None:
+            acc.call_latency[s] = lat
+        else:
+            acc.call_latency.pop(s, None)
     acc.records += part["records"]
 
 

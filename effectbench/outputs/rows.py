@@ -71,7 +71,15 @@ def record_row(rec: EpisodeRecord) -> dict[str, Any]:
             **(
                 {}
                 if t.model_calls is None
-                else {"model_latency_ms": t.model_latency_ms, "cost_source": t.cost_source}
+                else {
+                    "model_latency_ms": t.model_latency_ms,
+                    "cost_source": t.cost_source,
+                    **(
+                        {}
+                        if t.model_call_latency_ms is None
+                        else {"model_call_latency_ms": list(t.model_call_latency_ms)}
+                    ),
+                }
             ),
         },
         "evidence": dict(rec.evidence),

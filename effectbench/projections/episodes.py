@@ -151,6 +151,15 @@ def _snapshot(event: EventLike | None, what: str) -> Snapshot:
         return Snapshot.unreadable(f"malformed snapshot in event #{event.seq}: {exc}")
 
 
+def _latencies(value: Any) -> tuple[float | None, ...] | None:
+    """Per-call latencies as logged; logged data is untrusted, so a bad entry is unknown."""
+    if not isinstance(value, list):
+        return None
+    return tuple(
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in value
+    )
+
+
 def _fold(st: _Episode) -> EpisodeRecord:
     planned = st.planned
     assert planned is not None
@@ -173,6 +182,7 @@ def _fold(st: _Episode) -> EpisodeRecord:
             actions=tel.get("actions"),
             model_latency_ms=tel.get("model_latency_ms"),
             cost_source=tel.get("cost_source"),
+            model_call_latency_ms=_latencies(tel.get("model_call_latency_ms")),
         )
     # the keys in this order, each only when its event exists
     evidence = {"planned": f"{LOG_NAME}#{planned.seq}"}

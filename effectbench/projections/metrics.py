@@ -22,6 +22,7 @@ import attrs
 
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.model import FailureClass, Outcome, SwerVariant, TrueState
+from effectbench.projections.claims import comparison_claim, identical
 from effectbench.projections.compare import Pair, compare_arms
 from effectbench.projections.passk import (
     AttemptCost,
@@ -194,6 +195,9 @@ class MetricsAccumulator:
             f: array("d", [_NAN]) * n for f in TELEMETRY_FIELDS
         }
         self._columns = tuple(self.telemetry[f] for f in TELEMETRY_FIELDS)
+        self.call_latency: dict[int, tuple[float, ...]] = {}
+        """Per slot, the known latencies of its model calls; only slots that have calls
+        (sparse: a run without model calls keeps nothing here)."""
         self.records = 0
 
     def add(self, rec: EpisodeRecord) -> int:
@@ -210,6 +214,10 @@ class MetricsAccumulator:
         tout[slot] = _NAN if (v := t.output_tokens) is None else float(v)
         cost[slot] = _NAN if (v := t.cost_usd) is None else float(v)
         actions[slot] = _NAN if (v := t.actions) is None else float(v)
+        if t.model_call_latency_ms:
+            self.call_latency[slot] = known_latencies(t.model_call_latency_ms)
+        elif self.call_latency:
+            self.call_latency.pop(slot, None)
         self.records += 1
         return slot
 
@@ -267,6 +275,7 @@ class MetricsAccumulator:
         block["over_halt_task_clustered"] = clustered_mean(halt_cl, z).to_json()
         block["task_success_task_clustered"] = clustered_mean(succ_cl, z).to_json()
         block["cells"] = self._cells(arm_index)
+        block["per_task"] = self._per_task(arm_index)
         attempts = self.attempts(arm_index)
         block["k"] = plan.k
         block.update(prefix_metrics(attempts, plan.k, z))
@@ -293,6 +302,22 @@ class MetricsAccumulator:
             cells.append(cell)
         return cells
 
+    def _per_task(self, arm_index: int) -> list[dict[str, Any]]:
+        """One entry per task in plan order: its rates over its own trials, and whether
+        every trial came out the same (``identical``)."""
+        out = []
+        for t, task in enumerate(self.plan.tasks):
+            tc = self._task_codes(arm_index, t)
+            entry: dict[str, Any] = {
+                "task_id": task.task_id,
+                "category": task.category,
+                "substrate": task.substrate,
+            }
+            entry.update(_rate_block([tc.count(c) for c in range(_N_CODES)], len(tc), self.z))
+            entry["identical"] = identical(tc)
+            out.append(entry)
+        return out
+
     def _telemetry(self, arm_index: int, attempts: Sequence[Attempts]) -> dict[str, Any]:
         """Timing, usage and cost: eligible episodes only, except setup (infrastructure)."""
         rng = self._arm_range(arm_index)
@@ -314,6 +339,9 @@ class MetricsAccumulator:
             for v in (tel["input_tokens"][s] + tel["output_tokens"][s] for s in eligible)
             if not math.isnan(v)
         )
+        lat = self.call_latency
+        out["model_latency_ms"] = describe(v for s in eligible for v in lat.get(s, ()))
+        out["model_latency_ms"]["scope"] = "model calls of eligible episodes"
         out["setup_ms"] = describe(known("setup_ms", recorded))
         out["setup_ms"]["scope"] = "all recorded episodes (infrastructure timing)"
         costs_eligible = known("cost_usd", eligible)
@@ -339,6 +367,7 @@ class MetricsAccumulator:
                 swer: list[list[Pair]] = []
                 halt: list[list[Pair]] = []
                 succ: list[list[Pair]] = []
+                pairs: list[list[tuple[int, int]]] = []
                 for t in range(len(plan.tasks)):
                     a, b = self._task_codes(i, t), self._task_codes(j, t)
                     both = [
@@ -346,14 +375,15 @@ class MetricsAccumulator:
                         for x, y in zip(a, b, strict=True)
                         if x >= FIRST_ELIGIBLE and y >= FIRST_ELIGIBLE
                     ]
+                    pairs.append(both)
                     swer.append([(_is_swer(x), _is_swer(y)) for x, y in both])
                     halt.append([(x == _OVER_HALT, y == _OVER_HALT) for x, y in both])
                     succ.append([(x == SUCCESS, y == SUCCESS) for x, y in both])
-                out.append(
-                    compare_arms(
-                        plan.arms[i], plan.arms[j], swer, succ, plan.per_arm, self.z, over_halt=halt
-                    )
+                block = compare_arms(
+                    plan.arms[i], plan.arms[j], swer, succ, plan.per_arm, self.z, over_halt=halt
                 )
+                block.update(comparison_claim(pairs))
+                out.append(block)
         return out
 
     def document(self, scoring_version: str) -> dict[str, Any]:
@@ -402,6 +432,15 @@ class _Costs(Sequence[AttemptCost]):
         if not 0 <= i < self._n:
             raise IndexError(i)
         return self._at(i)
+
+
+def known_latencies(values: Iterable[Any]) -> tuple[float, ...]:
+    """The finite, non-negative numbers among a row's per-call latencies (the rest unknown)."""
+    return tuple(
+        float(v)
+        for v in values
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    )
 
 
 def _opt(v: float) -> float | None:

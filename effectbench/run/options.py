@@ -12,6 +12,7 @@ from typing import Final
 import attrs
 
 from effectbench.core.errors import EffectBenchError
+from effectbench.core.prices import PriceTable
 from effectbench.core.provider import SCREENSHOT_POLICIES, ScreenshotPolicy
 
 __all__ = ["DEFAULTS", "MAX_CONCURRENCY", "OptionsError", "RunOptions"]
@@ -67,6 +68,9 @@ class RunOptions:
     """Which screenshots arms record are kept: none, an episode's final one, or all."""
     browsers: int | None = None
     """Chromium processes for browser arms (None: ``default_browsers(concurrency)``)."""
+    prices: PriceTable | None = None
+    """Prices a model call whose arm gave no cost, from its model and tokens
+    (``cost_source = "price_table:<version>"``); None: such a cost stays unknown."""
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:

@@ -119,6 +119,9 @@ class Plan:
     refs: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
     """How the provider and arms were named (entry point or module:attribute), so a resume
     can load the same plugins; recorded, never hashed."""
+    fixture: bool = attrs.field(default=False, eq=False)
+    """The provider declares its pack a deterministic, hand-built fixture (``fixture =
+    True``): summary.md then calls its figures fixture invariants. Recorded, never hashed."""
 
     @property
     def task_ids(self) -> tuple[str, ...]:
@@ -152,6 +155,8 @@ class Plan:
         data = self.identity()
         data["task_globs"] = list(self.task_globs)
         data["refs"] = dict(self.refs)
+        if self.fixture:  # only then, so other logs keep their bytes
+            data["fixture"] = True
         data["tasks"] = [converter.unstructure(t) for t in self.tasks]
         return data
 
@@ -179,6 +184,7 @@ def build_plan(
     versions: Mapping[str, str] | None = None,
     refs: Mapping[str, Any] | None = None,
     arm_versions: Mapping[str, str | None] | None = None,
+    fixture: bool = False,
 ) -> Plan:
     if trials < 1:
         raise PlanError(f"--trials must be a positive integer, got {trials}")
@@ -207,6 +213,7 @@ def build_plan(
         versions=default_versions() if versions is None else versions,
         arm_versions={} if arm_versions is None else arm_versions,
         refs={} if refs is None else refs,
+        fixture=fixture,
     )
 
 

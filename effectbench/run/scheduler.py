@@ -60,6 +60,7 @@ from effectbench.core.events import (
     RunStarted,
 )
 from effectbench.core.model import AgentReport, FailureClass, Snapshot
+from effectbench.core.prices import price_calls
 from effectbench.core.provider import (
     ActionRecord,
     BenchmarkProvider,
@@ -216,7 +217,23 @@ def _injections(provisioned: ProvisionedEpisode) -> Sequence[ActionRecord]:
         return [ActionRecord("injections_unavailable", {"error": _one_line(exc)})]
 
 
-def _telemetry_data(calls: Sequence[ModelCall], n_actions: int) -> dict[str, Any]:
+def _telemetry_data(
+    calls: Sequence[ModelCall], n_actions: int, counts_model: bool = False
+) -> dict[str, Any]:
+    """The episode.telemetry event. ``actions`` always counts (the harness's recorder is
+    its source); the model fields are null unless the arm made a call or declares that
+    it counts them (``uses_model``), when none counted is 0 (docs/metrics.md)."""
+    if not calls and counts_model:
+        return {
+            "model_calls": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_usd": 0.0,
+            "actions": n_actions,
+            "model_latency_ms": 0.0,
+            "cost_source": "arm",
+            "model_call_latency_ms": [],
+        }
     data: dict[str, Any] = {
         "model_calls": len(calls) if calls else None,
         "input_tokens": _sum_known(c.input_tokens for c in calls),
@@ -228,6 +245,7 @@ def _telemetry_data(calls: Sequence[ModelCall], n_actions: int) -> dict[str, Any
         data["model_latency_ms"] = _sum_known(c.latency_ms for c in calls)
         sources = sorted({c.cost_source for c in calls if c.cost_source is not None})
         data["cost_source"] = None if data["cost_usd"] is None else "+".join(sources) or None
+        data["model_call_latency_ms"] = [c.latency_ms for c in calls]
     return data
 
 
@@ -908,7 +926,11 @@ class Scheduler:
             )
         await emit(
             ArmTelemetry.TYPE,
-            _telemetry_data(list(telemetry.model_calls), len(telemetry.actions)),
+            _telemetry_data(
+                price_calls(telemetry.model_calls, self.options.prices),
+                len(telemetry.actions),
+                counts_model=getattr(arm, "uses_model", False) is True,
+            ),
             ep,
         )
         if arm_error is not None:

@@ -6,7 +6,7 @@ per line, and every metric is a pure aggregation over a sequence of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -18,6 +18,12 @@ from effectbench.core.model import (
     SwerVariant,
     TrueState,
 )
+
+
+def _latency_tuple(
+    value: Iterable[float | None] | None,
+) -> tuple[float | None, ...] | None:
+    return None if value is None else tuple(value)
 
 
 @attrs.frozen
@@ -33,6 +39,10 @@ class EpisodeTelemetry:
     actions: int | None = None
     model_latency_ms: float | None = None
     cost_source: str | None = None
+    model_call_latency_ms: tuple[float | None, ...] | None = attrs.field(
+        default=None, converter=_latency_tuple
+    )
+    """Each model call's latency in call order; None when the arm is no source of calls."""
 
 
 @attrs.frozen

@@ -31,10 +31,13 @@ class VerifyReport:
 
     ok: bool
     reasons: list[str]
+    notes: list[str] = attrs.field(factory=list)
+    """What a sound run cannot claim (e.g. a comparison on fewer than 3 trials per
+    task); shown beside the verdict, never a reason for unsound."""
 
     @classmethod
-    def of(cls, reasons: Sequence[str]) -> VerifyReport:
-        return cls(not reasons, list(reasons))
+    def of(cls, reasons: Sequence[str], notes: Sequence[str] = ()) -> VerifyReport:
+        return cls(not reasons, list(reasons), list(notes))
 
 
 class Reasons:

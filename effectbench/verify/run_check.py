@@ -41,6 +41,7 @@ from effectbench.outputs.artifacts import (
     scoring_version,
 )
 from effectbench.projections.metrics import MetricsError
+from effectbench.verify.claims import claim_notes
 from effectbench.verify.compare import (
     FLOAT_TOLERANCE,
     LABEL_FIELDS,
@@ -71,6 +72,7 @@ _MANIFEST_SAME: Final = (
     "recorded_versions",
     "provider",
     "pack_fingerprint",
+    "fixture",
     "plan_hash",
     "tasks",
     "task_globs",
@@ -379,4 +381,4 @@ def verify_run(
                     f"differs from the summary rebuilt from the log (first at line {first_difference(given, rebuilt)})",
                 )
         _explain_unbuilt(rebuilt_manifest, reasons, "" if chain.torn_tail else f"; {resume}")
-    return VerifyReport.of(reasons.close())
+    return VerifyReport.of(reasons.close(), claim_notes(rebuilt_metrics))

@@ -19,10 +19,10 @@ import aiohttp
 
 from effectbench.arms.llm.client import ChatClient, ModelEndpointError, RetryPolicy, Sleep
 from effectbench.arms.llm.loop import Budget, run_loop
-from effectbench.arms.llm.prices import PriceTable, PriceTableError, load_prices
 from effectbench.arms.llm.tools import tools_for
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport
+from effectbench.core.prices import PriceTable, PriceTableError, load_prices
 from effectbench.core.provider import EnvHandle
 
 __all__ = [
@@ -59,6 +59,9 @@ def _missing(base_url: str | None, model: str | None) -> str | None:
 
 class LlmArm:
     """A tool-calling model loop; see the module docstring for its configuration."""
+
+    uses_model = True
+    """It counts its model calls: an episode that made none records 0, not null."""
 
     def __init__(
         self,

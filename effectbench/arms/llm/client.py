@@ -18,7 +18,7 @@ import anyio
 import attrs
 import orjson
 
-from effectbench.arms.llm.prices import PriceTable
+from effectbench.core.prices import PriceTable
 from effectbench.core.provider import ModelCall, Telemetry
 
 __all__ = ["ChatClient", "Completion", "ModelEndpointError", "RetryPolicy"]
@@ -165,6 +165,7 @@ class ChatClient:
             cost_usd=cost,
             latency_ms=latency_ms,
             cost_source=source or None,
+            model=self._model,
         )
         self._telemetry.model_call(call)
         return Completion(message, call)

@@ -122,6 +122,8 @@ class MockMedPgProvider:
 
     name: str = "mockmed-pg"
     version: str = VERSION
+    fixture: ClassVar[bool] = True
+    """A hand-built, deterministic fixture: its figures are fixture invariants, not findings."""
     pack: ClassVar[PgPackDef] = PG_ANCHOR_PACK
 
     def __init__(

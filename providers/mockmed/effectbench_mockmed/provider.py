@@ -158,6 +158,8 @@ class MockMedProvider:
 
     name: str = "mockmed"
     version: str = VERSION
+    fixture: ClassVar[bool] = True
+    """A hand-built, deterministic fixture: its figures are fixture invariants, not findings."""
     pack: ClassVar[PackDef] = ANCHOR_PACK
 
     def __init__(
