@@ -139,28 +139,38 @@ def _adapters() -> Any:
     return adapters
 
 
-class PostgresOracle:
-    """``read()`` returns every table's rows; never raises (``Snapshot.unreadable``)."""
+async def connect(dsn: str) -> Any:
+    """A connection set up as the oracle reads: its session options, its type mapping,
+    REPEATABLE READ READ ONLY transactions (a pool may hold one across episodes)."""
+    import psycopg
 
-    def __init__(self, dsn: str, schemas: Sequence[str] | None = None) -> None:
+    conn = await psycopg.AsyncConnection.connect(
+        dsn, options=SESSION_OPTIONS, connect_timeout=CONNECT_TIMEOUT_S, context=_adapters()
+    )
+    await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+    await conn.set_read_only(True)
+    return conn
+
+
+class PostgresOracle:
+    """``read()`` returns every table's rows; never raises (``Snapshot.unreadable``).
+
+    ``connection``: one made by ``connect`` and owned by the caller (a pool's); the
+    oracle reads through it and never closes it, unless a read through it fails."""
+
+    def __init__(
+        self, dsn: str, schemas: Sequence[str] | None = None, *, connection: Any = None
+    ) -> None:
         self._dsn = dsn
         self._schemas = list(schemas) if schemas is not None else None
-        self._conn: Any = None
+        self._conn: Any = connection
+        self._borrowed = connection is not None
         self._closed = False
 
     async def _connect(self) -> Any:
         if self._conn is None or self._conn.closed:
-            import psycopg
-
-            conn = await psycopg.AsyncConnection.connect(
-                self._dsn,
-                options=SESSION_OPTIONS,
-                connect_timeout=CONNECT_TIMEOUT_S,
-                context=_adapters(),
-            )
-            await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
-            await conn.set_read_only(True)
-            self._conn = conn
+            self._conn = await connect(self._dsn)
+            self._borrowed = False
         return self._conn
 
     async def read(self) -> Snapshot:
@@ -185,8 +195,12 @@ class PostgresOracle:
                 await conn.close()
 
     async def close(self) -> None:
-        """Release the connection; later reads report the store as unreadable."""
+        """Release the connection (a borrowed one stays open for its owner); later reads
+        report the store as unreadable."""
         self._closed = True
+        if self._borrowed:
+            self._conn = None
+            return
         await self._drop_connection()
 
 
