@@ -6,8 +6,9 @@ drop, two backends started in a database no backend has warmed, and their first 
 reads. ``DatabasePool`` keeps each clone, with a product connection and an oracle
 connection on it, and between episodes puts it back to the template's state instead:
 
-1. ``DISCARD ALL`` on the product connection (temp tables, settings, advisory locks,
-   prepared statements, LISTEN: nothing of a session outlives its episode);
+1. what ``DISCARD ALL`` does, on the product connection (temp tables, settings,
+   advisory locks, prepared statements, LISTEN: nothing of a session outlives its
+   episode);
 2. every other session on the database is terminated (anything the product opened);
 3. a fingerprint of the database's schema objects (schemas, tables, columns, defaults,
    constraints, triggers, functions, rules, policies, extensions, enum labels, grants)
@@ -44,36 +45,40 @@ _USER_NS: Final = (
     "AND n.nspname NOT LIKE 'pg\\_temp\\_%' AND n.nspname NOT LIKE 'pg\\_toast\\_temp\\_%'"
 )
 
-FINGERPRINT: Final = f"""
+FINGERPRINT: Final = """
 SELECT md5(coalesce(string_agg(item, E'\\n' ORDER BY item), '')) FROM (
- SELECT concat_ws(' ', 'n', n.nspname, n.nspacl) FROM pg_namespace n WHERE {_USER_NS}
- UNION ALL SELECT concat_ws(' ', 'c', n.nspname, c.relname, c.relkind, c.relacl,
-   c.relrowsecurity, c.relpersistence)
-   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {_USER_NS}
- UNION ALL SELECT concat_ws(' ', 'a', c.oid, a.attnum, a.attname, a.atttypid, a.atttypmod,
-   a.attnotnull, a.attgenerated, a.attidentity)
-   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-   JOIN pg_namespace n ON n.oid = c.relnamespace
-   WHERE {_USER_NS} AND a.attnum > 0 AND NOT a.attisdropped
+ SELECT concat_ws(' ', 'n', n.nspname, n.nspacl) FROM pg_namespace n
+   WHERE (n.oid >= 16384 OR n.nspname = 'public')
+     AND n.nspname NOT LIKE 'pg\\_temp\\_%' AND n.nspname NOT LIKE 'pg\\_toast\\_temp\\_%'
+ UNION ALL SELECT concat_ws(' ', 'c', c.relnamespace, c.relname, c.relkind, c.relacl,
+   c.relrowsecurity, c.relpersistence) FROM pg_class c
+   WHERE c.oid >= 16384 AND c.relpersistence <> 't'
+ UNION ALL SELECT concat_ws(' ', 'a', a.attrelid, a.attnum, a.attname, a.atttypid, a.atttypmod,
+   a.attnotnull, a.attgenerated, a.attidentity) FROM pg_attribute a
+   WHERE a.attrelid >= 16384 AND a.attnum > 0 AND NOT a.attisdropped
+   AND NOT EXISTS (SELECT FROM pg_class t WHERE t.oid = a.attrelid AND t.relpersistence = 't')
  UNION ALL SELECT concat_ws(' ', 'd', d.adrelid, d.adnum, md5(d.adbin::text)) FROM pg_attrdef d
+   WHERE d.oid >= 16384
  UNION ALL SELECT concat_ws(' ', 'k', k.conrelid, k.conname, k.contype, k.conkey, k.confrelid,
-   md5(k.conbin::text))
-   FROM pg_constraint k JOIN pg_namespace n ON n.oid = k.connamespace WHERE {_USER_NS}
+   md5(k.conbin::text)) FROM pg_constraint k WHERE k.oid >= 16384
  UNION ALL SELECT concat_ws(' ', 't', t.tgrelid, t.tgname, t.tgfoid, t.tgenabled, t.tgtype)
-   FROM pg_trigger t WHERE NOT t.tgisinternal
- UNION ALL SELECT concat_ws(' ', 'p', p.oid, p.proname, md5(p.prosrc), p.proacl)
-   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE {_USER_NS}
+   FROM pg_trigger t WHERE t.oid >= 16384 AND NOT t.tgisinternal
+ UNION ALL SELECT concat_ws(' ', 'p', p.pronamespace, p.proname, md5(p.prosrc), p.proacl)
+   FROM pg_proc p WHERE p.oid >= 16384
  UNION ALL SELECT concat_ws(' ', 'r', r.ev_class, r.rulename, md5(r.ev_action::text))
    FROM pg_rewrite r WHERE r.oid >= 16384
  UNION ALL SELECT concat_ws(' ', 'y', y.polrelid, y.polname, md5(y.polqual::text))
    FROM pg_policy y
  UNION ALL SELECT concat_ws(' ', 'e', e.extname, e.extversion) FROM pg_extension e
  UNION ALL SELECT concat_ws(' ', 'E', e.enumtypid, e.enumsortorder, e.enumlabel) FROM pg_enum e
+   WHERE e.oid >= 16384
  UNION ALL SELECT concat_ws(' ', 'D', a.defaclrole, a.defaclnamespace, a.defaclobjtype,
    a.defaclacl) FROM pg_default_acl a
 ) AS x(item)
 """
-"""One md5 over the catalog rows a product could change; OIDs are stable across clones."""
+"""One md5 over the catalog rows of every object created after initdb (OID >= 16384,
+``FirstNormalObjectId``) and the ``public`` schema's grants; OIDs are the same in every
+clone of one template. Temporary objects are left out (``DISCARD ALL`` removes them)."""
 
 _TABLES: Final = f"""
 SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname)
@@ -87,13 +92,30 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind = 'S' AND {_USER_NS}
 ORDER BY 1
 """
-_STRAYS: Final = (
-    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
-    "WHERE datname = current_database() AND pid <> ALL(%s)"
+_SESSION_RESET: Final = (
+    "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; CLOSE ALL; UNLISTEN *; "
+    "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD SEQUENCES; DISCARD TEMP"
 )
+"""``DISCARD ALL`` statement by statement: unlike it, these may share one round trip."""
 _STILL_THERE: Final = (
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid = ANY(%s)"
 )
+
+
+def _check(keep: tuple[int, ...]) -> str:
+    """One statement: terminate every other session on the database (their pids), and
+    the fingerprint. Literal pids: it shares a round trip with ``_SESSION_RESET``; CASE
+    because SQL does not promise to evaluate AND's operands in order."""
+    pids = ", ".join(str(int(p)) for p in keep)
+    return (
+        "SELECT (SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity WHERE CASE "
+        f"WHEN datname = current_database() AND pid NOT IN ({pids}) "
+        f"THEN pg_terminate_backend(pid) ELSE false END), ({FINGERPRINT})"
+    )
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 @attrs.frozen
@@ -106,6 +128,19 @@ class Baseline:
     """(table, its rows as COPY binary) for every table the template filled."""
     sequences: tuple[tuple[str, int, bool], ...]
     """(sequence, last_value, is_called)."""
+
+    @property
+    def restore(self) -> str:
+        """Every table emptied and every sequence set back, as one multi-statement query
+        (one implicit transaction); the template's rows are copied in after it."""
+        parts = [f"TRUNCATE {', '.join(self.tables)}"] if self.tables else []
+        if self.sequences:
+            calls = ", ".join(
+                f"setval({_literal(s)}, {int(v)}, {'true' if c else 'false'})"
+                for s, v, c in self.sequences
+            )
+            parts.append(f"SELECT {calls}")
+        return "; ".join(parts)
 
 
 @attrs.frozen
@@ -147,12 +182,8 @@ async def capture(conn: Any) -> Baseline:
     return Baseline(await _fingerprint(conn), tables, tuple(rows), tuple(sequences))
 
 
-async def _terminate_strays(conn: Any, keep: list[int]) -> None:
-    """End every session on the database but ``keep``, and wait (bounded) until they are gone."""
-    cur = await conn.execute(_STRAYS, (keep,))
-    pids = [int(r[0]) for r in await cur.fetchall()]
-    if not pids:
-        return
+async def _wait_gone(conn: Any, pids: list[int]) -> None:
+    """Wait (bounded) until terminated sessions have exited: none writes after a reset."""
     with anyio.fail_after(STRAY_EXIT_S):
         while True:
             row = await (await conn.execute(_STILL_THERE, (pids,))).fetchone()
@@ -162,7 +193,10 @@ async def _terminate_strays(conn: Any, keep: list[int]) -> None:
 
 
 async def reset(db: PooledDatabase, baseline: Baseline) -> bool:
-    """Put ``db`` back to the template's state; False when it cannot be (drop it)."""
+    """Put ``db`` back to the template's state; False when it cannot be (drop it).
+
+    Two round trips when nothing is amiss: the session reset with the check, then the
+    restore."""
     import psycopg
 
     product, oracle = db.product, db.oracle
@@ -170,28 +204,26 @@ async def reset(db: PooledDatabase, baseline: Baseline) -> bool:
     for conn in (product, oracle):
         if conn.closed or conn.info.transaction_status != idle:
             return False
-    await product.execute("DISCARD ALL")
-    await _terminate_strays(product, [product.info.backend_pid, oracle.info.backend_pid])
-    if await _fingerprint(product) != baseline.fingerprint:
+    keep = (product.info.backend_pid, oracle.info.backend_pid)
+    cur = await product.execute(f"{_check(keep)}; {_SESSION_RESET}")
+    row = await cur.fetchone()  # the first statement's result
+    assert row is not None
+    strays, fingerprint = [int(p) for p in row[0]], str(row[1])
+    if strays:
+        await _wait_gone(product, strays)
+    if fingerprint != baseline.fingerprint:
         log.info("pg.pool_schema_changed", database=db.name)
         return False
+    if not baseline.rows:
+        if baseline.tables or baseline.sequences:
+            await product.execute(baseline.restore)
+        return True
     async with product.transaction():
-        if baseline.tables:
-            await product.execute(f"TRUNCATE {', '.join(baseline.tables)}")
-        cur = product.cursor()
+        await product.execute(baseline.restore)
+        copier = product.cursor()
         for table, data in baseline.rows:
-            async with cur.copy(f"COPY {table} FROM STDIN (FORMAT binary)") as copy:
+            async with copier.copy(f"COPY {table} FROM STDIN (FORMAT binary)") as copy:
                 await copy.write(data)
-        if baseline.sequences:
-            await product.execute(
-                "SELECT setval(s::regclass, v, c) FROM unnest(%s::text[], %s::int8[], %s::bool[])"
-                " AS x(s, v, c)",
-                (
-                    [s for s, _, _ in baseline.sequences],
-                    [v for _, v, _ in baseline.sequences],
-                    [c for _, _, c in baseline.sequences],
-                ),
-            )
     return True
 
 
@@ -227,7 +259,7 @@ class DatabasePool:
         product: Any = None
         oracle: Any = None
         try:
-            # prepare_threshold=None: DISCARD ALL at each reset drops prepared statements.
+            # prepare_threshold=None: each reset deallocates every prepared statement.
             product = await psycopg.AsyncConnection.connect(
                 dsn, autocommit=True, prepare_threshold=None
             )
