@@ -172,3 +172,35 @@ async def test_closing_the_run_drops_every_pooled_database(pg_dsn: str) -> None:
     await run.close()
     assert not await _exists(pg_dsn, a.name) and not await _exists(pg_dsn, b.name)
     assert a.product.closed and b.oracle.closed
+
+
+async def test_a_request_after_teardown_never_reaches_the_pooled_connection(pg_dsn: str) -> None:
+    """The app's request that arrives late (its client gone) must not write into the
+    database the next episode gets: the closed store refuses it, the connection stays."""
+    from effectbench_mockmed.faults import FAULTS
+    from effectbench_mockmed.pg_provider import PG_ANCHOR_SCHEMA
+    from effectbench_mockmed.pg_store import PgEncounterStore, StoreClosed
+    from effectbench_mockmed.store import Submission
+
+    async def build(conn: Any) -> None:
+        await conn.execute(PG_ANCHOR_SCHEMA.ddl[0])
+
+    run = PgRun(pg_dsn)
+    await run.open(build)
+    mm = DatabasePool(run)
+    try:
+        db = await mm.lease()
+        store = await PgEncounterStore.open(
+            db.dsn, db.name, {}, PG_ANCHOR_SCHEMA, FAULTS["ok"], conn=db.product
+        )
+        sub = Submission("p1", "Triage", "late", None, "form", None)
+        assert await store.write(sub, FAULTS["ok"]) == 1
+        await store.close()
+        with pytest.raises(StoreClosed):
+            await store.write(sub, FAULTS["ok"])
+        assert not db.product.closed
+        cur = await db.product.execute("SELECT count(*) FROM encounters")
+        assert await cur.fetchone() == (1,)  # only the write made before teardown
+    finally:
+        await mm.close()
+        await run.close()
