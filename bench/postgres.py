@@ -1,13 +1,16 @@
 """MockMed on PostgreSQL: episodes per second per arm and concurrency, and per-episode setup.
 
-Each episode is what `effectbench run --provider mockmed-pg` does: CREATE DATABASE from
-the run's template, a product connection (seeding when the task does), a per-episode URL
-token and aiohttp session, the arm's form POST (and, for effect_verified, two JSON
-readbacks) through uvicorn, two oracle reads as the SELECT-only role in REPEATABLE READ
-transactions, teardown (DROP DATABASE ... WITH (FORCE)). One embedded server (from the
-wheel) serves every case; each case is a run of its own (its own template and role).
-Cases: both baseline arms at concurrency 1, 16 and 64, the median of --runs runs. Then
-per-episode setup: the template clone alone, and clone + drop, serially (median ms).
+Each episode is what `effectbench run --provider mockmed-pg` does: a database leased from
+the run's pool (a clone of the template with the product's and the oracle's connections
+on it, made when no reset one is free), the product's seeding, a per-episode URL token
+and aiohttp session, the arm's form POST (and, for effect_verified, two JSON readbacks)
+through uvicorn, two oracle reads as the SELECT-only role in REPEATABLE READ
+transactions, teardown (the database reset to the template's state for the next
+episode, see effectbench.pgpool). One embedded server (from the wheel) serves every
+case; each case is a run of its own (its own template, role and pool, so its first
+`concurrency` episodes clone). Cases: both baseline arms at concurrency 1, 16 and 64,
+the median of --runs runs. Then per-episode setup, serially (median ms): the template
+clone, the drop, and the pool's reset of a used database.
 Target: >= 100 episodes/s at concurrency 16.
 
     .venv/bin/python bench/postgres.py [--trials 10] [--runs 3] [--json PATH]
@@ -25,6 +28,7 @@ from _common import baseline_run, load_line, loadavg, median, parser, table, wri
 from effectbench_mockmed.pg_provider import MockMedPgProvider
 from effectbench_mockmed.pg_store import PG_SCHEMA_DDL
 
+from effectbench.pgpool import DatabasePool
 from effectbench.pgserver import EmbeddedServer, PgRun
 
 TARGET_AT_16 = 100.0
@@ -70,7 +74,8 @@ async def _setup_ms(dsn: str, n: int) -> dict[str, float]:
 
     run = PgRun(dsn)
     await run.open(build)
-    clone, drop = [], []
+    pool = DatabasePool(run)
+    clone, drop, reset = [], [], []
     try:
         for _ in range(n):
             t0 = time.perf_counter()
@@ -79,9 +84,20 @@ async def _setup_ms(dsn: str, n: int) -> dict[str, float]:
             await run.drop(name)
             clone.append((t1 - t0) * 1e3)
             drop.append((time.perf_counter() - t1) * 1e3)
+        db = await pool.lease()
+        for _ in range(n):
+            await db.product.execute(
+                "INSERT INTO encounters(patient_id, type, note, source) VALUES ('p1', 'Triage', 'n', 'form')"
+            )
+            t0 = time.perf_counter()
+            await pool.give_back(db)
+            db = await pool.lease()
+            reset.append((time.perf_counter() - t0) * 1e3)
+        await pool.give_back(db)
     finally:
+        await pool.close()
         await run.close()
-    return {"clone_ms": median(clone), "drop_ms": median(drop)}
+    return {"clone_ms": median(clone), "drop_ms": median(drop), "reset_ms": median(reset)}
 
 
 def main() -> None:
@@ -164,7 +180,8 @@ def main() -> None:
     )
     print(
         f"per-episode setup, serial median of 50: CREATE DATABASE ... TEMPLATE "
-        f"{setup['clone_ms']:.1f} ms, DROP DATABASE {setup['drop_ms']:.1f} ms; "
+        f"{setup['clone_ms']:.1f} ms, DROP DATABASE {setup['drop_ms']:.1f} ms, the pool's "
+        f"reset of a used database {setup['reset_ms']:.1f} ms; "
         f"server start (initdb + pg_ctl start) {server_start_s:.2f} s"
     )
     for r in rows:

@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "effectbench.serve",
         "effectbench.faults",
         "effectbench.pgserver",
+        "effectbench.pgpool",
         "effectbench.browser",
         "effectbench.agents",
     ),

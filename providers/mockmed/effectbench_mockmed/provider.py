@@ -13,7 +13,7 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
@@ -23,13 +23,12 @@ import attrs
 from effectbench.core.model import TaskSpec
 from effectbench.core.provider import (
     ActionRecord,
-    EnvHandle,
     Oracle,
     ProvisionedEpisode,
-    Telemetry,
 )
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
+from effectbench_mockmed.episode import Episode, LiveEpisodes, http_env, mode_fault
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
 from effectbench_mockmed.store import (
@@ -43,8 +42,6 @@ from effectbench_mockmed.store import (
 from effectbench_mockmed.tasks import TASKS
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from effectbench_mockmed.client import Connections
 
 VERSION: Final = "1.0.0"
@@ -107,39 +104,32 @@ class _Running:
     connections: Connections
 
 
-class _Episode:
-    """One provisioned episode's resources; ``teardown`` is idempotent."""
+def _sqlite_release(
+    store: EncounterStore, oracle: Oracle, front: Front | None
+) -> Callable[[], Awaitable[None]]:
+    """An episode's own teardown: the proxy in front, then the database file."""
 
-    def __init__(
-        self,
-        token: str,
-        episodes: Episodes,
-        store: EncounterStore,
-        session: aiohttp.ClientSession,
-        oracle: Oracle,
-    ) -> None:
-        self._token = token
-        self._episodes = episodes
-        self._store = store
-        self._session = session
-        self._oracle = oracle
-        self._done = False
+    async def release() -> None:
+        if front is not None:
+            try:
+                await front.stop()
+            finally:
+                await _close_files(store, oracle)
+        else:
+            await _close_files(store, oracle)
 
-    async def teardown(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        self._episodes.pop(self._token)
-        with anyio.CancelScope(shield=True):
-            await self._session.close()
-        # The product's read-write connection closes first, so the oracle's read-only one
-        # is the last: SQLite then skips the checkpoint-on-close that copies the WAL into
-        # a file deleted on the next line (measured ~0.15 ms per episode).
-        self._store.close()
-        close = getattr(self._oracle, "close", None)
-        if callable(close):
-            close()
-        remove_database(self._store.path)
+    return release
+
+
+async def _close_files(store: EncounterStore, oracle: Oracle) -> None:
+    # The product's read-write connection closes first, so the oracle's read-only one
+    # is the last: SQLite then skips the checkpoint-on-close that copies the WAL into
+    # a file deleted on the next line (measured ~0.15 ms per episode).
+    store.close()
+    close = getattr(oracle, "close", None)
+    if callable(close):
+        close()
+    remove_database(store.path)
 
 
 class Front(Protocol):
@@ -168,7 +158,7 @@ class MockMedProvider:
         self._tmp_root = tmp_root if tmp_root is not None else default_tmp_root()
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
-        self._live: dict[str, _Episode] = {}
+        self._live = LiveEpisodes()
 
     def tasks(self) -> Sequence[TaskSpec]:
         return self.pack.tasks
@@ -201,10 +191,8 @@ class MockMedProvider:
         running, self._running = self._running, None
         if running is None:
             return
-        live, self._live = list(self._live.values()), {}
         try:
-            for episode in live:
-                await episode.teardown()
+            await self._live.teardown_all()
             with anyio.CancelScope(shield=True):
                 await running.connections.close()
         finally:
@@ -220,15 +208,8 @@ class MockMedProvider:
             raise RuntimeError(
                 "MockMedProvider.provision() before start(): call await provider.start() first"
             )
-        from effectbench_mockmed.client import FormDriver, RestReadback  # loaded by start()
-
         pack = self.pack
-        mode = task.fixture.get("mode")
-        fault = pack.faults.get(str(mode))
-        if fault is None:
-            raise ValueError(
-                f"task {task.task_id}: fixture mode {mode!r} is not a MockMed mode; use one of {', '.join(pack.faults)}"
-            )
+        fault = mode_fault(task, pack.faults, "MockMed")
         token = secrets.token_urlsafe(18)
         base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
         front = await self._front(task, f"http://127.0.0.1:{running.port}/", f"e/{token}/")
@@ -240,25 +221,10 @@ class MockMedProvider:
         )
         running.episodes.add(token, EpisodeState(store, fault))
         session = running.connections.session(base_url, self._http_timeout_s)
-        telemetry = Telemetry()
-        env = EnvHandle(
-            channels={"base_url": base_url, **pack.channels(path)},
-            telemetry=telemetry,
-            driver=FormDriver(session, telemetry, pack.submit_timeout_s),
-            verifier=RestReadback(session),
-        )
+        env = http_env(session, base_url, pack.channels(path), pack.submit_timeout_s)
         oracle = pack.oracle(path)
-        episode = _Episode(token, running.episodes, store, session, oracle)
-        self._live[token] = episode
-
-        async def teardown() -> None:
-            self._live.pop(token, None)
-            try:
-                if front is not None:
-                    await front.stop()
-            finally:
-                await episode.teardown()
-
+        release = _sqlite_release(store, oracle, front)
+        teardown = self._live.add(token, Episode(token, running.episodes, session, release))
         injections = None if front is None else front.injections
         return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown, injections=injections)
 

@@ -1,0 +1,97 @@
+"""The episode shape both MockMed stores share (SQLite in ``provider``, PostgreSQL in
+``pg_provider``): the task's mode, the arm's HTTP-only handle, and one teardown order
+(the URL token, the HTTP session, then whatever the store releases)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+import anyio
+
+from effectbench.core.model import TaskSpec
+from effectbench.core.provider import EnvHandle, Telemetry
+from effectbench_mockmed.app import Episodes
+from effectbench_mockmed.faults import Fault
+
+if TYPE_CHECKING:
+    import aiohttp
+
+
+def mode_fault(task: TaskSpec, faults: Mapping[str, Fault], product: str) -> Fault:
+    """The fault mode the task's fixture names; a clear error for an unknown one."""
+    mode = task.fixture.get("mode")
+    fault = faults.get(str(mode))
+    if fault is None:
+        raise ValueError(
+            f"task {task.task_id}: fixture mode {mode!r} is not a {product} mode; "
+            f"use one of {', '.join(faults)}"
+        )
+    return fault
+
+
+def http_env(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    channels: Mapping[str, str],
+    submit_timeout_s: float | None,
+) -> EnvHandle:
+    """What the arm gets: the product's URL (plus ``channels``), the form driver and the
+    REST readback over the episode's session."""
+    from effectbench_mockmed.client import FormDriver, RestReadback  # loaded by start()
+
+    telemetry = Telemetry()
+    return EnvHandle(
+        channels={"base_url": base_url, **channels},
+        telemetry=telemetry,
+        driver=FormDriver(session, telemetry, submit_timeout_s),
+        verifier=RestReadback(session),
+    )
+
+
+class Episode:
+    """One provisioned episode; ``teardown`` is idempotent."""
+
+    def __init__(
+        self,
+        token: str,
+        episodes: Episodes,
+        session: aiohttp.ClientSession,
+        release: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._token = token
+        self._episodes = episodes
+        self._session = session
+        self._release = release
+        self._done = False
+
+    async def teardown(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._episodes.pop(self._token)  # no new request reaches the store
+        with anyio.CancelScope(shield=True):
+            await self._session.close()
+            await self._release()
+
+
+class LiveEpisodes:
+    """A provider's episodes not yet torn down, so ``stop`` can end them."""
+
+    def __init__(self) -> None:
+        self._by_token: dict[str, Episode] = {}
+
+    def add(self, token: str, episode: Episode) -> Callable[[], Awaitable[None]]:
+        """Register ``episode``; returns its teardown (which unregisters it)."""
+        self._by_token[token] = episode
+
+        async def teardown() -> None:
+            self._by_token.pop(token, None)
+            await episode.teardown()
+
+        return teardown
+
+    async def teardown_all(self) -> None:
+        live, self._by_token = list(self._by_token.values()), {}
+        for episode in live:
+            await episode.teardown()
