@@ -228,7 +228,7 @@ def rescore_artifacts(
     recorded ones. ``allow_incomplete`` scores such a log anyway; its manifest then
     keeps the recorded values (or none), so the verifier still fails it.
     """
-    from effectbench.run.scheduler import share_run_lock
+    from effectbench.run.runlock import share_run_lock
 
     root = Path(run_dir)
     with share_run_lock(root / LOG_FILE) as free:
