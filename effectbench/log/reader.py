@@ -20,12 +20,10 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import anyio
 import attrs
 import orjson
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from effectbench.core.events import SCHEMA_MAJOR, event_data
 from effectbench.log.lines import (
@@ -40,6 +38,9 @@ from effectbench.log.lines import (
     links,
     read_line,
 )
+
+if TYPE_CHECKING:  # anyio is imported by the writer only: a rescore never loads it
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = [
     "GENESIS_HASH",
@@ -379,6 +380,13 @@ class LogWriter:
     """
 
     def __init__(self, path: Path, send: MemoryObjectSendStream[_Item], state: TailState) -> None:
+        import anyio
+
+        self._full: type[Exception] = anyio.WouldBlock
+        self._gone: tuple[type[Exception], ...] = (
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+        )
         self.path = path
         self._send = send
         self._prev = state.last_hash.encode("ascii")
@@ -417,9 +425,9 @@ class LogWriter:
         try:
             try:
                 self._send.send_nowait(item)
-            except anyio.WouldBlock:
+            except self._full:
                 await self._send.send(item)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except self._gone:
             raise LogError(self._dead_message()) from self._error
 
     async def emit_event(self, event: Any, ep: str | None = None) -> None:
@@ -432,6 +440,8 @@ class LogWriter:
         return f"event log writer for {self.path} is closed"
 
     async def _run(self, receive: MemoryObjectReceiveStream[_Item], f: Any, batch_max: int) -> None:
+        import anyio
+
         # Shielded: once an event is accepted it is written, even if the run is cancelled;
         # the loop ends when the send side closes (always, in open_log_writer's finally).
         with anyio.CancelScope(shield=True):
@@ -482,6 +492,8 @@ async def open_log_writer(
     """
     if batch_max < 1 or buffer_size < 1:
         raise ValueError("batch_max and buffer_size must be >= 1")
+    import anyio
+
     p = Path(path)
     state = _prepare(p, append)
     f = _open_for_write(p, append)
@@ -510,6 +522,8 @@ async def open_log_writer(
 
 async def _close(f: Any, fsync: bool) -> OSError | None:
     """Flush, fsync (where the file type supports it) and close; report, never raise."""
+    import anyio
+
     error: OSError | None = None
     try:
         f.flush()
