@@ -76,16 +76,14 @@ def cpu_count() -> int:
 
 
 def worker_count(log_path: Path, requested: int | None = None) -> int:
-    """How many processes fold ``log_path``: ``requested`` (``--workers``), or by default
-    every usable core for a log of 8 MB or more and 1 below; always 1 without fork, and
-    for a caller running other threads (a lock another thread holds would stay locked in
-    the child)."""
-    if requested is not None and requested <= 1:
-        return 1
+    """How many processes fold ``log_path``: ``requested`` (``--workers``; 1 without
+    fork), or by default every usable core for a log of 8 MB or more, and 1 below or for
+    a caller running other threads (a lock another thread holds would stay locked in the
+    child; a caller that asks for workers has said it holds none that matter)."""
+    if requested is not None:
+        return requested if "fork" in multiprocessing.get_all_start_methods() else 1
     if threading.active_count() != 1 or "fork" not in multiprocessing.get_all_start_methods():
         return 1
-    if requested is not None:
-        return requested
     try:
         size = log_path.stat().st_size
     except OSError:
