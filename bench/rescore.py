@@ -12,9 +12,16 @@ without the run's record of how it ended, which that writes into manifest.json).
 chain is verified, every episode folded, judged, classified, and the four artifacts
 written. Reported: events/s (events / wall) and the child's peak RSS (wait4's
 ru_maxrss), median of --runs. Targets: >= 500,000 events/s; peak RSS at 1M vs 100k
-< 1.5x and < 200 MB.
+< 1.5x and < 200 MB. `--workers 1 2` runs each log at each worker count (the default:
+the rescore's own, every usable core), interleaved run by run so a change in the
+machine's load hits every count alike, and prints the speed-up over one worker.
 
-    .venv/bin/python bench/rescore.py [--events 1000000 100000] [--runs 3] [--json PATH]
+`--check BASELINE.json` compares with a baseline this script wrote earlier (`--json`)
+on the same machine and exits 1 when events/s of any (events, workers) row both runs
+have dropped by more than 15%: a regression guard used by hand, not a timed CI test.
+
+    .venv/bin/python bench/rescore.py [--events 1000000 100000] [--runs 3] [--workers N ...]
+        [--json PATH] [--check BASELINE.json]
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from effectbench.run.scheduler import Scheduler, SchedulerOptions
 TARGET_EPS = 500_000.0
 TARGET_RSS_RATIO = 1.5
 TARGET_RSS_MB = 200.0
+CHECK_DROP = 0.15
 WINDOW = 64
 ARMS = ("screen_only", "effect_verified")
 
@@ -130,7 +138,7 @@ def make_log(run_dir: Path, events: int, template: Any, started: dict[str, Any])
 
 
 def _tree_rss_kb(pid: int) -> int:
-    """VmRSS of pid plus its children (a sharded rescore forks one worker), in kB."""
+    """VmRSS of pid plus its children (a sharded rescore forks its workers), in kB."""
     total = 0
     pids = [pid]
     try:
@@ -147,7 +155,7 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def rescore_once(run_dir: Path) -> tuple[float, float, float]:
+def rescore_once(run_dir: Path, workers: int | None = None) -> tuple[float, float, float]:
     """(wall s, peak RSS MB of the largest process, peak summed RSS MB of the process and
     its worker, sampled every 5 ms) of one `effectbench rescore` subprocess.
 
@@ -156,7 +164,8 @@ def rescore_once(run_dir: Path) -> tuple[float, float, float]:
     lies between the two."""
     exe = Path(sys.executable).with_name("effectbench")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([str(exe), "rescore", str(run_dir)], stdout=subprocess.DEVNULL)
+    flags = [] if workers is None else ["--workers", str(workers)]
+    proc = subprocess.Popen([str(exe), "rescore", *flags, str(run_dir)], stdout=subprocess.DEVNULL)
     peak_sum = 0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -175,6 +184,14 @@ def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--events", type=int, nargs="+", default=[1_000_000, 100_000])
     ap.add_argument("--dir", type=Path, default=None, help="where to write the logs (temp dir)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[None],
+        help="rescore --workers values to run (default: the rescore's own choice)",
+    )
+    ap.add_argument("--check", type=Path, default=None, help="baseline JSON to compare with")
     args = ap.parse_args()
     start_load = loadavg()
     rows: list[dict[str, Any]] = []
@@ -191,27 +208,32 @@ def main() -> None:
                 run_dir, attest=attestations
             )  # the record a finished run leaves; rescore keeps it
             size = (run_dir / "events.jsonl").stat().st_size
-            walls, rss, rss_sum = [], [], []
+            samples: dict[int | None, list[tuple[float, float, float]]] = {
+                w: [] for w in args.workers
+            }
             for _ in range(args.runs):
-                w, r, r_sum = rescore_once(run_dir)
-                walls.append(w)
-                rss.append(r)
-                rss_sum.append(r_sum)
-            w = median(walls)
-            rows.append(
-                {
-                    "events": count,
-                    "log_mb": size / 1e6,
-                    "generate_s": gen,
-                    "wall_s": walls,
-                    "median_wall_s": w,
-                    "events_per_s": count / w,
-                    "peak_rss_mb": rss,
-                    "median_peak_rss_mb": median(rss),
-                    "peak_rss_sum_mb": rss_sum,
-                    "median_peak_rss_sum_mb": median(rss_sum),
-                }
-            )
+                for w in args.workers:  # interleaved: load changes hit every count alike
+                    samples[w].append(rescore_once(run_dir, w))
+            for w, runs in samples.items():
+                walls = [r[0] for r in runs]
+                rss = [r[1] for r in runs]
+                rss_sum = [r[2] for r in runs]
+                wall = median(walls)
+                rows.append(
+                    {
+                        "events": count,
+                        "workers": w,
+                        "log_mb": size / 1e6,
+                        "generate_s": gen,
+                        "wall_s": walls,
+                        "median_wall_s": wall,
+                        "events_per_s": count / wall,
+                        "peak_rss_mb": rss,
+                        "median_peak_rss_mb": median(rss),
+                        "peak_rss_sum_mb": rss_sum,
+                        "median_peak_rss_sum_mb": median(rss_sum),
+                    }
+                )
             # free the disk before the next size
             for p in run_dir.iterdir():
                 p.unlink()
@@ -220,10 +242,11 @@ def main() -> None:
     )
     print(
         table(
-            ["events", "log MB", "wall s", "events/s", "peak RSS MB", "summed RSS MB"],
+            ["events", "workers", "log MB", "wall s", "events/s", "peak RSS MB", "summed RSS MB"],
             [
                 [
                     r["events"],
+                    "default" if r["workers"] is None else r["workers"],
                     r["log_mb"],
                     r["median_wall_s"],
                     r["events_per_s"],
@@ -234,9 +257,14 @@ def main() -> None:
             ],
         )
     )
+    _print_scaling(rows)
     verdicts: dict[str, Any] = {}
-    big = max(rows, key=lambda r: r["events"])
-    small = min(rows, key=lambda r: r["events"])
+    fastest = {}  # per size, the fastest worker count is the one judged
+    for r in rows:
+        if r["events"] not in fastest or r["events_per_s"] > fastest[r["events"]]["events_per_s"]:
+            fastest[r["events"]] = r
+    big = fastest[max(fastest)]
+    small = fastest[min(fastest)]
     ok = big["events_per_s"] >= TARGET_EPS
     print(
         f"target >= {TARGET_EPS:,.0f} events/s: {big['events_per_s']:,.0f} ({'met' if ok else 'MISSED'})"
@@ -268,6 +296,46 @@ def main() -> None:
         },
         start_load,
     )
+    if args.check is not None and not check(rows, args.check):
+        raise SystemExit(1)
+
+
+def _print_scaling(rows: list[dict[str, Any]]) -> None:
+    one = {r["events"]: r for r in rows if r["workers"] == 1}
+    for r in rows:
+        base = one.get(r["events"])
+        if base is not None and r is not base:
+            speedup = r["events_per_s"] / base["events_per_s"]
+            print(f"{r['events']:,} events: {r['workers']} workers {speedup:.2f}x one worker")
+
+
+def _key(row: dict[str, Any]) -> tuple[int, int | None]:
+    return row["events"], row.get("workers")
+
+
+def check(rows: list[dict[str, Any]], baseline_path: Path) -> bool:
+    """False (and say which) when events/s of a row the baseline also has dropped by more
+    than CHECK_DROP; rows only one side has are listed, not judged."""
+    baseline = orjson.loads(baseline_path.read_bytes())
+    base_rows = {_key(r): r for r in baseline["rows"]}
+    ok = True
+    for r in rows:
+        b = base_rows.get(_key(r))
+        if b is None:
+            print(f"check: no baseline row for {_key(r)}")
+            continue
+        ratio = r["events_per_s"] / b["events_per_s"]
+        bad = ratio < 1.0 - CHECK_DROP
+        ok = ok and not bad
+        print(
+            f"check {r['events']:,} events, workers {r.get('workers') or 'default'}: "
+            f"{r['events_per_s']:,.0f} vs baseline {b['events_per_s']:,.0f} events/s "
+            f"({ratio - 1:+.1%}) {'REGRESSION' if bad else 'ok'}"
+        )
+    print(
+        f"check against {baseline_path}: {'passed' if ok else 'FAILED'} (limit -{CHECK_DROP:.0%})"
+    )
+    return ok
 
 
 if __name__ == "__main__":

@@ -355,10 +355,12 @@ def _gone(pid: int) -> bool:
 
 
 POINTS: dict[str, Callable[[dict[str, Any], int], bool]] = {
-    "as it forks": lambda st, size: True,
-    "half way": lambda st, size: st.get("rchar", size) >= size // 2,
-    "blocked sending": lambda st, size: st.get("rchar", size) >= size and st.get("state") == "S",
+    "as it forks": lambda st, share: True,
+    "half way": lambda st, share: st.get("rchar", share) >= share // 2,
+    "blocked sending": lambda st, share: st.get("rchar", share) >= share and st.get("state") == "S",
 }
+"""Where the worker is, from what it read of its part (``share``: the second half of the
+log, split at a line start, so a little under half of it)."""
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
@@ -371,9 +373,9 @@ def test_killing_rescore_leaves_no_worker_and_closes_stderr(
     reading stderr must see EOF."""
     run = tmp_path / "run"
     shutil.copytree(big_run, run)
-    size = (run / "events.jsonl").stat().st_size
+    share = (run / "events.jsonl").stat().st_size // 2 - 4096
     proc = subprocess.Popen(
-        [*EFFECTBENCH, "rescore", str(run)],
+        [*EFFECTBENCH, "rescore", "--workers", "2", str(run)],
         cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     workers: list[int] = []
@@ -387,7 +389,7 @@ def test_killing_rescore_leaves_no_worker_and_closes_stderr(
         worker = workers[0]
         _wait_for(
             f"the worker to get {point}",
-            lambda: _gone(worker) or POINTS[point](_stat(worker), size),
+            lambda: _gone(worker) or POINTS[point](_stat(worker), share),
         )
         os.kill(proc.pid, sig)
         os.kill(proc.pid, signal.SIGCONT)

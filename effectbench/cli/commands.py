@@ -343,8 +343,17 @@ def _not_a_run_dir(path: Path, command: str) -> str:
     help="Also score a log that ends before its run finished or differs from the run's "
     "record of its end; `effectbench verify` will not call the result sound.",
 )
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    callback=_positive_int("--workers"),
+    metavar="N",
+    help="Processes that check and fold the log (1: one process; the artifacts are the "
+    "same). [default: every usable core for a log of 8 MB or more, else 1]",
+)
 @_no_report_option
-def rescore(run_dir: Path, allow_incomplete: bool, no_report: bool) -> int:
+def rescore(run_dir: Path, allow_incomplete: bool, workers: int | None, no_report: bool) -> int:
     """Rebuild every derived artifact of RUN_DIR from its events.jsonl, keeping the run's
     record of how it ended."""
     import orjson
@@ -358,7 +367,9 @@ def rescore(run_dir: Path, allow_incomplete: bool, no_report: bool) -> int:
         _fail(f"run directory {run_dir} does not exist")
     if not (run_dir / "events.jsonl").is_file():
         _fail(f"{run_dir} holds no events.jsonl; it is not a run directory")
-    built = rescore_artifacts(run_dir, allow_incomplete=allow_incomplete, attest=attestations)
+    built = rescore_artifacts(
+        run_dir, allow_incomplete=allow_incomplete, workers=workers, attest=attestations
+    )
     if built.incomplete is not None:
         click.echo(
             f"effectbench: warning: {built.incomplete}; scored anyway, and "

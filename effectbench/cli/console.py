@@ -11,11 +11,13 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from effectbench.core.model import Outcome
-from effectbench.run.plan import Plan
-from effectbench.run.scheduler import EpisodeOutcome
+
+if TYPE_CHECKING:  # a rescore's headline must not import the scheduler
+    from effectbench.run.plan import Plan
+    from effectbench.run.scheduler import EpisodeOutcome
 
 
 class RunningScore:

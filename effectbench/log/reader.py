@@ -20,16 +20,27 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import anyio
 import attrs
 import orjson
-import structlog
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import SCHEMA_MAJOR, event_data
+from effectbench.log.lines import (
+    CHUNK,
+    GENESIS_HASH,
+    ChainBroken,
+    LogCorrupt,
+    LogError,
+    LoggedEvent,
+    LogSchemaError,
+    broken_link,
+    links,
+    read_line,
+)
+
+if TYPE_CHECKING:  # anyio is imported by the writer only: a rescore never loads it
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = [
     "GENESIS_HASH",
@@ -53,64 +64,23 @@ __all__ = [
     "write_events_sync",
 ]
 
-GENESIS_HASH: Final = "0" * 64
-_SUFFIX_HEAD: Final = b',"h":"'
-_SUFFIX_LEN: Final = 72  # len(',"h":"') + 64 hex + len('"}')
-_CHUNK: Final = 1 << 22
+_CHUNK: Final = CHUNK
 _DEFAULT_BATCH_MAX: Final = 4096
 _DEFAULT_BUFFER: Final = 16384
 
 LogEntry: TypeAlias = tuple[str, Mapping[str, Any], str | None]
 """(type, data, ep): one event to write, before seq, ts and hash are assigned."""
 
-_log = structlog.get_logger(__name__)
 
+def _log() -> Any:
+    """structlog's logger, imported when there is something to say: structlog pulls in
+    rich (~0.3 s), which a rescore of a sound log never needs."""
+    import structlog
 
-# --------------------------------------------------------------------------- errors
-
-
-class LogError(EffectBenchError):
-    """Anything wrong with a log file; the message says what and what to do."""
-
-
-class LogCorrupt(LogError):
-    """A complete line (not a torn tail) that is not a valid event."""
-
-    def __init__(self, line_no: int, reason: str) -> None:
-        super().__init__(f"line {line_no}: {reason}")
-        self.line_no = line_no
-        self.reason = reason
-
-
-class ChainBroken(LogCorrupt):
-    """A well-formed line whose hash does not chain to the previous line: it was edited,
-    deleted, reordered or written by something else."""
-
-
-class LogSchemaError(LogCorrupt):
-    """A line of a schema major this build cannot read."""
+    return structlog.get_logger(__name__)
 
 
 # --------------------------------------------------------------------------- values
-
-
-@attrs.frozen(slots=True)
-class LoggedEvent:
-    """One event as read back from the log; ``line_no`` is 1-based."""
-
-    seq: int
-    type: str
-    ts: float
-    ep: str | None
-    data: dict[str, Any]
-    line_no: int
-
-
-# The reader fills LoggedEvent's slots directly: the fields are already checked, and
-# attrs' frozen __init__ (object.__setattr__ per field) is ~10% of a verified read.
-_SLOT_SETTERS: Final = tuple(
-    LoggedEvent.__dict__[a.name].__set__ for a in attrs.fields(LoggedEvent)
-)
 
 
 @attrs.frozen
@@ -223,17 +193,10 @@ class LogReader:
         return self._events(f)
 
     def _events(self, f: Any) -> Iterator[LoggedEvent]:
-        # Hot loop (rescoring reads millions of lines): per line one suffix check, one
-        # orjson.loads, one sha256, one LoggedEvent; no per-line bookkeeping beyond ``n``.
-        # Every complete line is valid or raises, so line number == n + 1.
+        # Hot loop (rescoring reads millions of lines): per line the one line check
+        # (effectbench.log.lines: suffix, orjson.loads, envelope, LoggedEvent) and one
+        # sha256. Every complete line is valid or raises, so line number == n + 1.
         verify = self.verify
-        loads = orjson.loads
-        sha256 = hashlib.sha256
-        head = _SUFFIX_HEAD
-        major = SCHEMA_MAJOR
-        new = object.__new__
-        cls = LoggedEvent
-        set_seq, set_type, set_ts, set_ep, set_data, set_line = _SLOT_SETTERS
         prev = GENESIS_HASH.encode()
         n = 0
         offset = 0  # bytes of the valid prefix up to the current chunk
@@ -256,45 +219,12 @@ class LogReader:
                     tail = lines.pop()
                     n_chunk = n
                     for line in lines:
-                        if line[-72:-66] != head or line[-2:] != b'"}':
-                            raise _suffix_problem(line, n + 1)
-                        try:
-                            obj = loads(line)
-                            v = obj["v"]
-                            seq = obj["seq"]
-                            type_ = obj["type"]
-                            ts = obj["ts"]
-                            ep = obj["ep"]
-                            data = obj["data"]
-                        except Exception:  # noqa: BLE001 - _diagnose names the exact problem
-                            raise _diagnose(line, n + 1, n) from None
-                        if (
-                            v != major
-                            or seq != n
-                            or type(seq) is not int
-                            or type(v) is not int
-                            or type(type_) is not str
-                            or type(data) is not dict
-                            or (type(ts) is not float and type(ts) is not int)
-                            or (ep is not None and type(ep) is not str)
-                        ):
-                            raise _diagnose(line, n + 1, n)
+                        event = read_line(line, n)
                         h = line[-66:-2]
-                        if verify and sha256(prev + b"\n" + line[:-72]).hexdigest().encode() != h:
-                            raise ChainBroken(
-                                n + 1,
-                                f"hash does not chain from the previous line (seq {seq}): this "
-                                "line or an earlier one was edited, removed or reordered",
-                            )
+                        if verify and not links(prev, line):
+                            raise broken_link(n + 1, n)
                         prev = h
-                        event = new(cls)
-                        set_seq(event, n)
-                        set_type(event, type_)
-                        set_ts(event, ts)
-                        set_ep(event, ep)
-                        set_data(event, data)
                         n += 1
-                        set_line(event, n)
                         yield event
                     offset += size - len(tail)
                     n_chunk = n
@@ -320,68 +250,11 @@ def warn_torn_tail(path: str | os.PathLike[str], line_no: int, nbytes: int) -> s
     key = (os.path.abspath(path), line_no, nbytes)
     if key not in _TORN_WARNED:
         _TORN_WARNED.add(key)
-        _log.warning("event_log.torn_tail", path=str(path), line=line_no, bytes=nbytes)
+        _log().warning("event_log.torn_tail", path=str(path), line=line_no, bytes=nbytes)
     return (
         f"{path}: line {line_no} is incomplete ({nbytes} bytes, no newline; "
         "the writer was probably killed mid-write) and was ignored"
     )
-
-
-def _suffix_problem(line: bytes, line_no: int) -> LogCorrupt:
-    """Why a line lacks the hash suffix; a line of another schema major (whose line format
-    may differ) is refused as such, naming both majors."""
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        obj = None
-    if type(obj) is dict and type(obj.get("v")) is int and obj["v"] != SCHEMA_MAJOR:
-        return _diagnose(line, line_no, -1)
-    if not line:
-        return LogCorrupt(line_no, "empty line")
-    if len(line) < _SUFFIX_LEN:
-        return LogCorrupt(line_no, f"line too short to be an event ({len(line)} bytes)")
-    return LogCorrupt(line_no, 'line does not end with the chain hash suffix ,"h":"<64 hex>"}')
-
-
-def _diagnose(line: bytes, line_no: int, expect: int) -> LogCorrupt:
-    """The precise reason a line failed the fast checks (off the hot path)."""
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as e:
-        return LogCorrupt(line_no, f"not valid JSON ({e})")
-    if type(obj) is not dict:
-        return LogCorrupt(line_no, f"expected a JSON object, got {type(obj).__name__}")
-    if "v" not in obj:
-        return LogCorrupt(line_no, "missing field 'v' (schema major)")
-    v = obj["v"]
-    if type(v) is not int:
-        return LogCorrupt(line_no, f"field 'v' must be an integer, got {v!r}")
-    if v != SCHEMA_MAJOR:
-        return LogSchemaError(
-            line_no,
-            f"log schema major {v} is not supported; this build of effectbench reads major "
-            f"{SCHEMA_MAJOR} (use an effectbench release that supports major {v})",
-        )
-    for name in ("seq", "type", "ts", "ep", "data"):
-        if name not in obj:
-            return LogCorrupt(line_no, f"missing field {name!r}")
-    seq = obj["seq"]
-    if type(seq) is not int:
-        return LogCorrupt(line_no, f"field 'seq' must be an integer, got {seq!r}")
-    if seq != expect:
-        return LogCorrupt(
-            line_no,
-            f"seq {seq} where {expect} was expected: a line is missing, duplicated or out of order",
-        )
-    if type(obj["type"]) is not str:
-        return LogCorrupt(line_no, "field 'type' must be a string")
-    if type(obj["ts"]) not in (int, float):
-        return LogCorrupt(line_no, "field 'ts' must be a number")
-    if obj["ep"] is not None and type(obj["ep"]) is not str:
-        return LogCorrupt(line_no, "field 'ep' must be a string or null")
-    if type(obj["data"]) is not dict:
-        return LogCorrupt(line_no, "field 'data' must be an object")
-    return LogCorrupt(line_no, "malformed event")
 
 
 def read_log(path: str | os.PathLike[str], *, verify: bool = True) -> LogReader:
@@ -470,7 +343,7 @@ def _prepare(path: Path, append: bool) -> TailState:
             "run `effectbench verify` on it and start a new log"
         ) from None
     if state.torn_tail:
-        _log.warning(
+        _log().warning(
             "event_log.truncated_torn_tail",
             path=str(path),
             dropped_bytes=size - state.valid_bytes,
@@ -507,6 +380,13 @@ class LogWriter:
     """
 
     def __init__(self, path: Path, send: MemoryObjectSendStream[_Item], state: TailState) -> None:
+        import anyio
+
+        self._full: type[Exception] = anyio.WouldBlock
+        self._gone: tuple[type[Exception], ...] = (
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+        )
         self.path = path
         self._send = send
         self._prev = state.last_hash.encode("ascii")
@@ -545,9 +425,9 @@ class LogWriter:
         try:
             try:
                 self._send.send_nowait(item)
-            except anyio.WouldBlock:
+            except self._full:
                 await self._send.send(item)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except self._gone:
             raise LogError(self._dead_message()) from self._error
 
     async def emit_event(self, event: Any, ep: str | None = None) -> None:
@@ -560,6 +440,8 @@ class LogWriter:
         return f"event log writer for {self.path} is closed"
 
     async def _run(self, receive: MemoryObjectReceiveStream[_Item], f: Any, batch_max: int) -> None:
+        import anyio
+
         # Shielded: once an event is accepted it is written, even if the run is cancelled;
         # the loop ends when the send side closes (always, in open_log_writer's finally).
         with anyio.CancelScope(shield=True):
@@ -575,7 +457,7 @@ class LogWriter:
                         self._write(batch, f)
                     except Exception as e:  # noqa: BLE001 - reported by open_log_writer
                         self._error = e
-                        _log.error("event_log.write_failed", path=str(self.path), error=str(e))
+                        _log().error("event_log.write_failed", path=str(self.path), error=str(e))
                         return
 
     def _write(self, batch: list[_Item], f: Any) -> None:
@@ -610,6 +492,8 @@ async def open_log_writer(
     """
     if batch_max < 1 or buffer_size < 1:
         raise ValueError("batch_max and buffer_size must be >= 1")
+    import anyio
+
     p = Path(path)
     state = _prepare(p, append)
     f = _open_for_write(p, append)
@@ -638,6 +522,8 @@ async def open_log_writer(
 
 async def _close(f: Any, fsync: bool) -> OSError | None:
     """Flush, fsync (where the file type supports it) and close; report, never raise."""
+    import anyio
+
     error: OSError | None = None
     try:
         f.flush()

@@ -205,9 +205,10 @@ def build_artifacts(
     ``out_dir`` (default: the run directory) lets the verifier rebuild them elsewhere
     through this same path; ``verify_chain=False`` is only for diagnosing a log whose
     chain is already known to be broken. ``workers``: None decides by log size and
-    machine (effectbench.outputs.parallel), 1 forces the one-process pass, 2 the sharded one.
-    Both give byte-identical artifacts; the sharded pass hands any problem to the
-    one-process pass, so errors are always the same.
+    machine (effectbench.outputs.parallel: every core for a large log), 1 forces the
+    one-process pass, N > 1 the sharded one on N processes. All give byte-identical
+    artifacts; the sharded pass hands any problem to the one-process pass, so errors are
+    always the same.
     """
     return _build(Path(run_dir), out_dir, verify_chain, workers, None, attest)
 
@@ -228,7 +229,7 @@ def rescore_artifacts(
     recorded ones. ``allow_incomplete`` scores such a log anyway; its manifest then
     keeps the recorded values (or none), so the verifier still fails it.
     """
-    from effectbench.run.scheduler import share_run_lock
+    from effectbench.run.runlock import share_run_lock
 
     root = Path(run_dir)
     with share_run_lock(root / LOG_FILE) as free:
@@ -262,7 +263,7 @@ def _build(
         if verify_chain:
             from effectbench.outputs.parallel import sharded_pass, worker_count
 
-            n = worker_count(log_path) if workers is None else workers
+            n = worker_count(log_path, workers)
             if n > 1:
                 lp = sharded_pass(log_path, root, n)
         if lp is None:

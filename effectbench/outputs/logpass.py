@@ -184,7 +184,8 @@ class Spill:
             out.write(os.pread(fds[cur], end - start, start))
 
     def close(self) -> None:
-        self.file.close()
+        for file in self.sources:  # this one, and those a sharded pass merged in
+            file.close()
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -47,7 +47,14 @@ from effectbench.core.model import Category, FailureClass, Snapshot, Substrate, 
 from effectbench.scoring.labels import score_episode
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
-__all__ = ["EventLike", "ProjectionError", "Projector", "fold_episode", "project_episodes"]
+__all__ = [
+    "FOLDED",
+    "EventLike",
+    "ProjectionError",
+    "Projector",
+    "fold_episode",
+    "project_episodes",
+]
 
 LOG_NAME = "events.jsonl"
 INTERRUPTED = "did not finish (run interrupted)"
@@ -120,6 +127,22 @@ class _Episode:
             raise ProjectionError(f"episode {self.ep}: no episode.planned event")
         return _fold(self)
 
+
+FOLDED: frozenset[str] = frozenset(
+    (
+        EpisodePlanned.TYPE,
+        EpisodeAbandoned.TYPE,
+        EpisodeProvisioned.TYPE,
+        PreSnapshot.TYPE,
+        ArmTelemetry.TYPE,
+        Reported.TYPE,
+        PostRead.TYPE,
+        EpisodeFinished.TYPE,
+        EpisodeFailed.TYPE,
+    )
+)
+"""The event types ``_Episode.add`` keeps; an event of any other type only needs its
+episode live (planned), so a fast pass may check that instead of feeding it."""
 
 _CATEGORIES: dict[Any, Category] = {c.value: c for c in Category}
 _SUBSTRATES: dict[Any, Substrate] = {s.value: s for s in Substrate}
@@ -332,6 +355,14 @@ class Projector:
             del self._opened[ep]
             return st.record()
         return None
+
+    def live(self, ep: str) -> bool:
+        """Whether ``ep`` has an attempt in progress (planned, not yet terminated)."""
+        return ep in self._live
+
+    def in_flight(self) -> list[str]:
+        """The episodes with an attempt in progress, in the order they were opened."""
+        return list(self._live)
 
     def drain(self) -> Iterator[tuple[int, EpisodeRecord]]:
         opened = self._opened

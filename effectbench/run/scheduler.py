@@ -72,6 +72,7 @@ from effectbench.core.provider import (
 )
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
+from effectbench.run.runlock import run_lock_held, share_run_lock
 
 if TYPE_CHECKING:
     from effectbench.browser import BrowserPool, EpisodeBrowser
@@ -283,37 +284,6 @@ def _exclusive(log_path: Path) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
-
-
-@contextlib.contextmanager
-def share_run_lock(log_path: Path) -> Iterator[bool]:
-    """Take the run lock (``_exclusive``'s flock on the log) shared, without waiting, for
-    as long as the block runs: a reader of the log, such as a rescore.
-
-    Yields False, holding nothing, while a run or resume holds it; otherwise True, and
-    until the block ends no run or resume can start on this log (they refuse). A log
-    that cannot be opened yields True: no run holds it, and the reader reports why."""
-    try:
-        fd = os.open(log_path, os.O_RDONLY)
-    except OSError:
-        fd = -1
-    try:
-        free = True
-        if fd >= 0:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                free = False
-        yield free
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-def run_lock_held(log_path: Path) -> bool:
-    """Whether a run or resume holds the log's lock right now (a non-blocking probe)."""
-    with share_run_lock(log_path) as free:
-        return not free
 
 
 async def _reraise_if_stopping() -> None:
