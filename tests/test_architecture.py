@@ -191,6 +191,13 @@ def test_no_import_cycles() -> None:
     assert cycles == [], f"{len(cycles)} import cycle(s): {cycles}"
 
 
+def test_hashing_is_a_leaf_so_the_model_can_use_it() -> None:
+    # Effect.content_hash() (deprecated) calls hashing; hashing must not need the model.
+    graph = _graph()
+    assert graph["effectbench.core.hashing"] == set()
+    assert "effectbench.core.hashing" in graph["effectbench.core.model"]
+
+
 def test_imports_only_point_down_the_layers() -> None:
     upward = [
         f"{module} (layer {_layer(module)}) imports {target} (layer {_layer(target)})"
