@@ -300,3 +300,53 @@ def test_labels_come_from_one_function(module: str) -> None:
     targets = {t for t, _ in _imports(module, MODULES[module])}
     assert "effectbench.scoring.labels" in targets
     assert not targets & {"effectbench.scoring.judge", "effectbench.scoring.classify"}
+
+
+def _run_file_literals(path: Path) -> list[str]:
+    """String constants in a module that are, or start, a run directory's file name
+    (docstrings aside): each is a file named outside effectbench.core.rundir."""
+    from effectbench.core.rundir import RUN_FILES
+
+    tree = ast.parse(path.read_text("utf-8"))
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        f"line {node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docs
+        and any(node.value == name or node.value.startswith(f"{name}#") for name in RUN_FILES)
+    ]
+
+
+def test_run_files_are_named_only_by_rundir() -> None:
+    spelled = {
+        module: found
+        for module, path in sorted(MODULES.items())
+        if module != "effectbench.core.rundir" and (found := _run_file_literals(path))
+    }
+    assert spelled == {}
+
+
+def test_old_file_name_constants_are_aliases_of_rundir() -> None:
+    from effectbench.audit import checks
+    from effectbench.core import rundir
+    from effectbench.projections import episodes
+    from effectbench.report import data, page
+    from effectbench.run import outdir, scheduler
+
+    assert scheduler.LOG_NAME == episodes.LOG_NAME == outdir.LOG_NAME == rundir.LOG_FILE
+    assert (data.LOG, data.RESULTS, data.MANIFEST, data.METRICS) == (
+        rundir.LOG_FILE,
+        rundir.RESULTS_FILE,
+        rundir.MANIFEST_FILE,
+        rundir.METRICS_FILE,
+    )
+    assert (checks.AUDIT_FILE, page.REPORT_FILE) == (rundir.AUDIT_FILE, rundir.REPORT_FILE)

@@ -69,6 +69,7 @@ from effectbench.core.provider import (
     SkipEpisode,
     Telemetry,
 )
+from effectbench.core.rundir import LOG_FILE, RunDir
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 
@@ -77,7 +78,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("effectbench.run.scheduler")
 
-LOG_NAME = "events.jsonl"
+LOG_NAME = LOG_FILE  # the old name, kept: api.py and in-flight branches import it
 
 
 SchedulerOptions = RunOptions
@@ -359,7 +360,7 @@ class Scheduler:
 
     @property
     def log_path(self) -> Path:
-        return self.run_dir / LOG_NAME
+        return RunDir(self.run_dir).log
 
     async def run(
         self,
