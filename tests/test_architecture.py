@@ -350,3 +350,31 @@ def test_old_file_name_constants_are_aliases_of_rundir() -> None:
         rundir.METRICS_FILE,
     )
     assert (checks.AUDIT_FILE, page.REPORT_FILE) == (rundir.AUDIT_FILE, rundir.REPORT_FILE)
+
+
+def test_the_scheduler_writes_only_typed_events() -> None:
+    """Every event the scheduler writes is built from a class of effectbench.core.events:
+    ``emit(*_typed(Event(...)), ep)`` or ``writer.emit_event(Event(...))``. Only
+    ``record_episode`` passes lines on as they are: a worker built them the same way."""
+    tree = ast.parse(MODULES["effectbench.run.scheduler"].read_text("utf-8"))
+    untyped = []
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if func.name == "record_episode":
+            continue
+        for node in ast.walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name not in ("emit", "_emit") or not node.args:
+                continue
+            first = node.args[0]
+            typed = (
+                isinstance(first, ast.Starred)
+                and isinstance(first.value, ast.Call)
+                and getattr(first.value.func, "id", None) == "_typed"
+            )
+            if not typed:
+                untyped.append(f"{func.name}, line {node.lineno}")
+    assert untyped == []

@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 from fakes import FakeProvider, ScriptedArm
+from test_log import assert_every_line_is_a_typed_event
 
 from effectbench.core.arm import TaskView
 from effectbench.core.events import TERMINAL_TYPES
@@ -332,6 +333,7 @@ def test_model_calls_an_arm_records_become_telemetry_and_cost(tmp_path: Path) ->
     result = evaluate_provider(
         [Billed(), Priced()], FakeProvider(("ok",)), trials=2, out=tmp_path / "run"
     )
+    assert_every_line_is_a_typed_event(result.log_path)  # with and without model calls
     rows = [orjson.loads(x) for x in (result.run_dir / "results.jsonl").read_bytes().splitlines()]
     tel = {r["arm"]: r["telemetry"] for r in rows}
     assert (
