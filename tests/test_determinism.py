@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from anchor_log import GOLDEN, anchor_log
-from fakes import load_run
 
 from effectbench.api import evaluate
+from effectbench.testing import untimed_run
 
 
 @pytest.mark.timeout(120)
@@ -20,7 +20,7 @@ def test_concurrency_1_and_256_give_identical_results(tmp_path: Path) -> None:
         )
         for c in (1, 256)
     }
-    (r1, m1), (r256, m256) = load_run(runs[1].run_dir), load_run(runs[256].run_dir)
+    (r1, m1), (r256, m256) = untimed_run(runs[1].run_dir), untimed_run(runs[256].run_dir)
     assert len(r1) == 180
     assert list(r1) == list(r256), "results.jsonl order depends on concurrency"
     for ep in r1:
