@@ -71,6 +71,7 @@ from effectbench.core.provider import (
     Telemetry,
 )
 from effectbench.core.rundir import LOG_FILE, RunDir
+from effectbench.run import statedir
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 
@@ -543,10 +544,15 @@ class Scheduler:
     async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
         if not await self._start_browsers():
             return
+        hand_over = getattr(self.provider, "use_state_dir", None)
+        if callable(hand_over):  # the per-run root for episode state (effectbench.run.statedir)
+            hand_over(statedir.fresh_state_root(self.run_id))
         try:
             await self._run_provider(pending)
         finally:
             await self._stop_browsers()
+            if callable(hand_over):
+                statedir.remove_state_root(self.run_id)
 
     async def _run_provider(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
