@@ -167,12 +167,12 @@ class MockMedProvider:
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
         self._live: dict[str, _Episode] = {}
-        self._pinned = tmp_root is not None
+        self._pinned = tmp_root is not None or bool(os.environ.get(TMPDIR_ENV))
         self._state_dir: Path | None = None
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root for episode state (writing-a-provider.md), unless a
-        ``tmp_root`` was given: the next run or resume of this run cleans it after a kill."""
+        ``tmp_root`` (or $EFFECTBENCH_MOCKMED_TMPDIR) was given: the next run or resume of this run cleans it after a kill."""
         if not self._pinned:
             self._state_dir = path
 
