@@ -7,11 +7,18 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
+
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
+from effectbench.testing import InMemoryProvider, NoopArm, SleepArm
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -131,3 +138,41 @@ def baseline_run(
     if outcome.finished != plan.n_episodes:
         raise SystemExit(f"{provider.name} bench run did not finish every episode: {outcome}")
     return wall, cpu, moved, plan.n_episodes
+
+
+# --------------------------------------------------------------------------- in-memory runs
+
+
+def inmemory_provider(n_tasks: int = 100) -> InMemoryProvider:
+    """effectbench.testing's in-memory provider with ``n_tasks`` identical control tasks
+    (a zero-argument factory by default, so workers can load ``_common:inmemory_provider``)."""
+    return InMemoryProvider(copies=n_tasks)
+
+
+def run_inmemory(
+    episodes: int, concurrency: int, arm: NoopArm | SleepArm, n_tasks: int = 100
+) -> tuple[float, int]:
+    """Run ``episodes`` episodes through the real Scheduler into a temp log.
+
+    Returns (wall seconds from scheduler start to the log closed, lines in the log)."""
+    provider = inmemory_provider(n_tasks)
+    trials = max(1, episodes // n_tasks)
+    plan = build_plan(
+        ProviderInfo(provider.name, provider.version), provider.tasks(), [arm.name], trials
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        sched = Scheduler(
+            plan,
+            provider,
+            {arm.name: arm},
+            Path(tmp),
+            run_id="bench",
+            options=SchedulerOptions(concurrency=concurrency),
+        )
+        t0 = time.perf_counter()
+        outcome = anyio.run(sched.run)
+        elapsed = time.perf_counter() - t0
+        lines = (Path(tmp) / "events.jsonl").read_bytes().count(b"\n")
+    if outcome.finished != plan.n_episodes:
+        raise SystemExit(f"bench run did not finish every episode: {outcome}")
+    return elapsed, lines

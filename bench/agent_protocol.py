@@ -1,6 +1,6 @@
 """Agent protocol overhead: no-op protocol agents through the real Scheduler.
 
-The in-memory provider (bench/_inmemory.py) and a no-op agent (bench/_noop_agent.py,
+The in-memory provider (effectbench.testing.InMemoryProvider) and a no-op agent (bench/_noop_agent.py,
 answers every episode at once) isolate the protocol's own cost: the episode line
 written, the report read back and parsed, and for one process per episode the process
 start (a bubblewrap sandbox when isolated). Cases: the in-process no-op arm for
@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import load_line, loadavg, median, parser, table, write_json
-from _inmemory import InMemoryProvider, NoopArm
+from _common import inmemory_provider, load_line, loadavg, median, parser, table, write_json
 
 from effectbench.agents import ExecArm
 from effectbench.agents.reference import system_python
 from effectbench.agents.sandbox import probe
 from effectbench.run.plan import ProviderInfo, build_plan
 from effectbench.run.scheduler import Scheduler, SchedulerOptions
+from effectbench.testing import NoopArm
 
 TARGET_EPS_SHARED_AT_64 = 1000.0
 NOOP_AGENT = Path(__file__).resolve().with_name("_noop_agent.py")
@@ -41,7 +41,7 @@ def _arm(mode: str, isolate: bool) -> Any:
 
 def run_once(arm: Any, episodes: int, concurrency: int) -> tuple[float, float]:
     """(wall seconds, harness CPU seconds) for ``episodes`` no-op episodes."""
-    provider = InMemoryProvider(100)
+    provider = inmemory_provider(100)
     plan = build_plan(
         ProviderInfo(provider.name, provider.version),
         provider.tasks(),

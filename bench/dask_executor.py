@@ -22,28 +22,28 @@ from typing import Any
 
 import anyio
 import orjson
-from _common import load_line, loadavg, parser, table, write_json
-from _inmemory import InMemoryProvider, NoopArm, SleepArm
+from _common import inmemory_provider, load_line, loadavg, parser, table, write_json
 
 from effectbench.core.events import TERMINAL_TYPES, EpisodePlanned
 from effectbench.executors.dask import DaskExecutor
 from effectbench.run.plan import ProviderInfo, build_plan
 from effectbench.run.scheduler import Scheduler, SchedulerOptions
+from effectbench.testing import NoopArm, SleepArm
 
 TARGET_RATIO = 1.20
-REFS = {"sleep": "_inmemory:SleepArm", "noop": "_inmemory:NoopArm"}
+REFS = {"sleep": "effectbench.testing:SleepArm", "noop": "effectbench.testing:NoopArm"}
 
 
 def run_dask(episodes: int, concurrency: int, arm: Any, workers: int) -> dict[str, float]:
     """One run on dask-local:``workers``; the wall times of its phases, in seconds."""
-    provider = InMemoryProvider()
+    provider = inmemory_provider()
     trials = max(1, episodes // 100)
     plan = build_plan(
         ProviderInfo(provider.name, provider.version),
         provider.tasks(),
         [arm.name],
         trials,
-        refs={"provider": "_inmemory:InMemoryProvider", "arms": [REFS[arm.name]]},
+        refs={"provider": "_common:inmemory_provider", "arms": [REFS[arm.name]]},
     )
     with tempfile.TemporaryDirectory() as tmp:
         sched = Scheduler(

@@ -9,8 +9,9 @@ Target: wall <= 1.10 x ideal. Runs once by default (each run takes >= 10 s).
 
 from __future__ import annotations
 
-from _common import load_line, loadavg, median, parser, table, write_json
-from _inmemory import SleepArm, run_inmemory
+from _common import load_line, loadavg, median, parser, run_inmemory, table, write_json
+
+from effectbench.testing import SleepArm
 
 TARGET_RATIO = 1.10
 

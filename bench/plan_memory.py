@@ -4,7 +4,7 @@
 tasks, build and hash the plan, create the run directory, take the lock, write
 run.started, start the provider, begin walking the episodes. Each size runs in a fresh
 subprocess through `effectbench.api.execute` (the CLI's code path) with the in-memory
-provider (bench/_inmemory.py, 100 tasks) and two no-op arms; the provider's first
+provider (effectbench.testing.InMemoryProvider, 100 tasks) and two no-op arms; the provider's first
 `provision` call reads the child's VmHWM from /proc/self/status, then stops the run
 with a real SIGINT (handled as Ctrl-C). Reported per size: peak RSS at the first
 episode, seconds from `execute` to the first episode, median of --runs. Target: peak
@@ -29,10 +29,10 @@ from typing import Any
 import anyio
 import orjson
 from _common import load_line, loadavg, median, parser, table, write_json
-from _inmemory import InMemoryProvider, NoopArm
 
 from effectbench.core.model import TaskSpec
 from effectbench.core.provider import ProvisionedEpisode
+from effectbench.testing import InMemoryProvider, NoopArm
 
 TARGET_RATIO = 1.5
 N_TASKS = 100
@@ -50,7 +50,7 @@ class _ProbeProvider(InMemoryProvider):
     """Records the peak RSS and the time at the first provision, then sends Ctrl-C."""
 
     def __init__(self) -> None:
-        super().__init__(N_TASKS)
+        super().__init__(copies=N_TASKS)
         self.first: tuple[int, float] | None = None
 
     async def provision(

@@ -3,7 +3,7 @@
 - mockmed: a MockMed-shaped log fabricated as bench/rescore.py does (a real one-trial
   anchor run of both baselines, its episodes repeated per trial with that trial's
   payload): 9 tasks x 2 arms x 5,556 trials, real snapshots and silent wrong effects.
-- inmemory: run through the real Scheduler with bench/_inmemory.py's provider and
+- inmemory: run through the real Scheduler with effectbench.testing's in-memory provider and
   no-op arm: 1,000 tasks x 1 arm x 100 trials (many tasks: the per-task table's case).
 
 The artifacts are built first (`effectbench rescore`, not timed); then
@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import load_line, loadavg, median, parser, table, write_json
-from _inmemory import InMemoryProvider, NoopArm
+from _common import inmemory_provider, load_line, loadavg, median, parser, table, write_json
 from rescore import entries, record_template
 
 from effectbench.api import build_outputs
 from effectbench.log.reader import write_events_sync
 from effectbench.run.plan import ProviderInfo, build_plan
 from effectbench.run.scheduler import Scheduler, SchedulerOptions
+from effectbench.testing import NoopArm
 
 TARGET_S = 10.0
 TARGET_MB = 10.0
@@ -50,7 +50,7 @@ def mockmed_run(run_dir: Path, episodes: int, template: Any, started: dict[str, 
 
 
 def inmemory_run(run_dir: Path, episodes: int, n_tasks: int = 1000) -> None:
-    provider = InMemoryProvider(n_tasks)
+    provider = inmemory_provider(n_tasks)
     arm = NoopArm()
     plan = build_plan(
         ProviderInfo(provider.name, provider.version),

@@ -1,6 +1,6 @@
 """Scheduler overhead: no-op episodes per second and harness time per episode.
 
-The real Scheduler runs an in-memory provider (bench/_inmemory.py) and an arm that
+The real Scheduler runs an in-memory provider (effectbench.testing.InMemoryProvider) and an arm that
 halts at once, so the time measured is the harness's own: planning, the provision
 call, two oracle reads, every event (eight per episode) serialised, hash-chained and
 written by the single log writer, teardown. 20,000 episodes at concurrency 1, 64 and
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 
-from _common import load_line, loadavg, median, parser, table, write_json
-from _inmemory import NoopArm, run_inmemory
+from _common import load_line, loadavg, median, parser, run_inmemory, table, write_json
+
+from effectbench.testing import NoopArm
 
 TARGET_EPS_AT_64 = 5000.0
 

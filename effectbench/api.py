@@ -22,6 +22,7 @@ from effectbench.core.arm import Arm
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.prices import PriceTable, load_prices
 from effectbench.core.provider import BenchmarkProvider
+from effectbench.core.rundir import RunDir
 from effectbench.run.options import DEFAULTS, OptionsError, RunOptions
 from effectbench.run.plan import (
     Plan,
@@ -237,7 +238,7 @@ def _prepare_out(out: Path, force: bool) -> None:
 
 
 def _read_outputs(run_dir: Path) -> tuple[dict[str, Any], str]:
-    metrics_path, summary_path = run_dir / "metrics.json", run_dir / "summary.md"
+    metrics_path, summary_path = RunDir(run_dir).metrics, RunDir(run_dir).summary
     metrics: dict[str, Any] = (
         orjson.loads(metrics_path.read_bytes()) if metrics_path.exists() else {}
     )

@@ -10,7 +10,6 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from fakes import FakeProvider
 from test_log import _check
 
 from effectbench.agents import ExecArm, protocol
@@ -22,6 +21,7 @@ from effectbench.plan import ProviderInfo, build_plan
 from effectbench.provider import EnvHandle
 from effectbench.scheduler import Scheduler, SchedulerOptions
 from effectbench.schema import load_agent_protocol_schema
+from effectbench.testing import InMemoryProvider
 
 SCRIPTED = Path(__file__).with_name("agents") / "scripted_agent.py"
 INFO = ProviderInfo("fake", "1.0")
@@ -35,7 +35,7 @@ def _arm(mode: str, **kw: Any) -> ExecArm:
 
 
 def _run(tmp_path: Path, arm: ExecArm, behaviours: tuple[str, ...], concurrency: int) -> list[Any]:
-    provider = FakeProvider(behaviours)
+    provider = InMemoryProvider(behaviours)
     plan = build_plan(INFO, provider.tasks(), [arm.name], 1)
     options = SchedulerOptions(concurrency=concurrency)
     sched = Scheduler(plan, provider, {arm.name: arm}, tmp_path, run_id="r", options=options)
@@ -66,7 +66,7 @@ def _valid(message: Any) -> bool:
 
 
 def test_harness_messages_match_the_schema() -> None:
-    task = FakeProvider(("ok",)).tasks()[0]
+    task = InMemoryProvider(("ok",)).tasks()[0]
     view = TaskView.of(task, 3, episode_id="a::fake::ok::t3")
     line = protocol.episode_line(view, {"base_url": "http://127.0.0.1:1/e/x/"}, 12.5)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
@@ -211,7 +211,7 @@ def test_a_long_lived_process_survives_misbehaviour_and_is_restarted_after_a_cra
 
 def test_a_shared_arm_outside_a_lifespan_says_how_to_use_it() -> None:
     arm = _arm("shared", isolate=False)
-    task = FakeProvider(("report",)).tasks()[0]
+    task = InMemoryProvider(("report",)).tasks()[0]
     view = TaskView.of(task, 0, episode_id="agent::fake::report::t0")
 
     async def main() -> AgentReport:

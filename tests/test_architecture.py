@@ -192,6 +192,13 @@ def test_no_import_cycles() -> None:
     assert cycles == [], f"{len(cycles)} import cycle(s): {cycles}"
 
 
+def test_hashing_is_a_leaf_so_the_model_can_use_it() -> None:
+    # Effect.content_hash() (deprecated) calls hashing; hashing must not need the model.
+    graph = _graph()
+    assert graph["effectbench.core.hashing"] == set()
+    assert "effectbench.core.hashing" in graph["effectbench.core.model"]
+
+
 def test_imports_only_point_down_the_layers() -> None:
     upward = [
         f"{module} (layer {_layer(module)}) imports {target} (layer {_layer(target)})"
@@ -286,7 +293,11 @@ def test_plugins_example_imports_the_old_public_paths() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["effectbench.projections.episodes", "effectbench.verify.submission", "effectbench.cli.console"],
+    [
+        "effectbench.projections.episodes",
+        "effectbench.verify.submission",
+        "effectbench.cli.console",
+    ],
 )
 def test_labels_come_from_one_function(module: str) -> None:
     """The projection, the verifier and the console turn judge + classify into labels
@@ -294,3 +305,81 @@ def test_labels_come_from_one_function(module: str) -> None:
     targets = {t for t, _ in _imports(module, MODULES[module])}
     assert "effectbench.scoring.labels" in targets
     assert not targets & {"effectbench.scoring.judge", "effectbench.scoring.classify"}
+
+
+def _run_file_literals(path: Path) -> list[str]:
+    """String constants in a module that are, or start, a run directory's file name
+    (docstrings aside): each is a file named outside effectbench.core.rundir."""
+    from effectbench.core.rundir import RUN_FILES
+
+    tree = ast.parse(path.read_text("utf-8"))
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        f"line {node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docs
+        and any(node.value == name or node.value.startswith(f"{name}#") for name in RUN_FILES)
+    ]
+
+
+def test_run_files_are_named_only_by_rundir() -> None:
+    spelled = {
+        module: found
+        for module, path in sorted(MODULES.items())
+        if module != "effectbench.core.rundir" and (found := _run_file_literals(path))
+    }
+    assert spelled == {}
+
+
+def test_old_file_name_constants_are_aliases_of_rundir() -> None:
+    from effectbench.audit import checks
+    from effectbench.core import rundir
+    from effectbench.projections import episodes
+    from effectbench.report import data, page
+    from effectbench.run import outdir, scheduler
+
+    assert scheduler.LOG_NAME == episodes.LOG_NAME == outdir.LOG_NAME == rundir.LOG_FILE
+    assert (data.LOG, data.RESULTS, data.MANIFEST, data.METRICS) == (
+        rundir.LOG_FILE,
+        rundir.RESULTS_FILE,
+        rundir.MANIFEST_FILE,
+        rundir.METRICS_FILE,
+    )
+    assert (checks.AUDIT_FILE, page.REPORT_FILE) == (rundir.AUDIT_FILE, rundir.REPORT_FILE)
+
+
+def test_the_scheduler_writes_only_typed_events() -> None:
+    """Every event the scheduler writes is built from a class of effectbench.core.events:
+    ``emit(*_typed(Event(...)), ep)`` or ``writer.emit_event(Event(...))``. Only
+    ``record_episode`` passes lines on as they are: a worker built them the same way."""
+    tree = ast.parse(MODULES["effectbench.run.scheduler"].read_text("utf-8"))
+    untyped = []
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if func.name == "record_episode":
+            continue
+        for node in ast.walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name not in ("emit", "_emit") or not node.args:
+                continue
+            first = node.args[0]
+            typed = (
+                isinstance(first, ast.Starred)
+                and isinstance(first.value, ast.Call)
+                and getattr(first.value.func, "id", None) == "_typed"
+            )
+            if not typed:
+                untyped.append(f"{func.name}, line {node.lineno}")
+    assert untyped == []

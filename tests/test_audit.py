@@ -1,18 +1,15 @@
 """The adversarial audit: MockMed passes it over real HTTP; deliberately weak tasks fail it.
 
-The weak pack below is a real provider over real SQLite files (one per episode), read by
-the generic all-tables oracle. Each weak task has exactly one planted weakness, and the
+The weak pack below runs on effectbench.testing's in-memory product (a store per episode,
+an oracle reading every table). Each weak task has exactly one planted weakness, and the
 audit must name the adversary that exploits it and point into its own log.
 """
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
 import subprocess
 import sys
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +41,10 @@ from effectbench.core.model import (
     Substrate,
     TaskSpec,
 )
-from effectbench.core.provider import EnvHandle, ProductResponse, ProvisionedEpisode
-from effectbench.oracles.sqlite import SqliteAllTablesOracle
+from effectbench.testing import InMemoryProvider, MemoryForm
 
 # --- a tiny SQLite product with planted weaknesses ----------------------------------------------
 
-SCHEMA = "CREATE TABLE encounters (id INTEGER PRIMARY KEY, patient_id TEXT, type TEXT, note TEXT, key TEXT)"
 PATIENTS = ("p1", "p2")
 TYPES = ("Triage", "Urgent")
 PARAMS = {"note": "triage note {tag}", "record_key": "key-{tag}"}
@@ -184,96 +179,31 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
 )
 
 
-@attrs.frozen
-class SqliteForm:
-    """The product's form: validates the patient and type, inserts (or upserts) one row."""
-
-    db: Path
-    upsert: bool
-    swap: bool = False
-
-    def _write(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
-        patient, kind = values.get("patient_id"), values.get("type")
-        if patient not in PATIENTS or kind not in TYPES:
-            return ProductResponse(
-                screen_says_saved=False, status=422, message="Choose a patient and a type"
-            )
-        if self.swap:
-            patient = {"p1": "p2", "p2": "p1"}[str(patient)]
-        row = (patient, kind, values.get("note"), values.get("key"))
-        conn = sqlite3.connect(self.db, isolation_level=None, timeout=5)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            done = 0
-            if self.upsert:
-                done = conn.execute(
-                    "UPDATE encounters SET note = ?, key = ? WHERE patient_id = ? AND type = ?",
-                    (row[2], row[3], patient, kind),
-                ).rowcount
-            if not done:
-                conn.execute(
-                    "INSERT INTO encounters (patient_id, type, note, key) VALUES (?, ?, ?, ?)", row
-                )
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
-        return ProductResponse(screen_says_saved=True, status=200, message="Saved")
-
-    async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
-        return await anyio.to_thread.run_sync(lambda: self._write(values))
+def _swap_homonyms(values: dict[str, JSONScalar]) -> dict[str, JSONScalar]:
+    """The planted fault of ``swap``: the write lands on the other homonym."""
+    return {**values, "patient_id": {"p1": "p2", "p2": "p1"}[str(values["patient_id"])]}
 
 
-class WeakPackProvider:
-    """A BenchmarkProvider over per-episode SQLite files; zero-arg so the registry can load it."""
+def weak_form(task: TaskSpec) -> MemoryForm:
+    """The product's form: offers the two patients and types, inserts (or upserts) a row;
+    each task's fixture plants its weakness."""
+    return MemoryForm(
+        choices={"patient_id": PATIENTS, "type": TYPES},
+        upsert_on=("patient_id", "type") if task.fixture.get("upsert") else (),
+        fault=_swap_homonyms if task.fixture.get("swap") else None,
+        confusable=None if task.fixture.get("no_confusable") else {"patient_id": "p2"},
+    )
+
+
+class WeakPackProvider(InMemoryProvider):
+    """The weak pack over effectbench.testing's in-memory product; zero-arg so the
+    registry can load it."""
 
     name = "weak-pack"
     version = "0.0.1"
 
-    def __init__(self, tasks: Sequence[TaskSpec] = WEAK_PACK) -> None:
-        self._tasks = tuple(tasks)
-        self._root: Path | None = None
-        self._n = 0
-
-    def tasks(self) -> Sequence[TaskSpec]:
-        return self._tasks
-
-    async def start(self) -> None:
-        self._root = Path(tempfile.mkdtemp(prefix="weak-pack-"))
-
-    async def stop(self) -> None:
-        if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
-
-    async def provision(
-        self, task: TaskSpec, trial: int, params: Mapping[str, str]
-    ) -> ProvisionedEpisode:
-        assert self._root is not None, "start() first"
-        self._n += 1
-        db = self._root / f"ep{self._n}.db"
-        conn = sqlite3.connect(db, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(SCHEMA)
-        for r in task.initial_state.get("encounters", ()):
-            conn.execute(
-                "INSERT INTO encounters (patient_id, type, note, key) VALUES (?, ?, ?, ?)",
-                (r["patient_id"], r["type"], r["note"], r["key"]),
-            )
-        conn.close()
-
-        async def teardown() -> None:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{db}{suffix}").unlink(missing_ok=True)
-
-        confusable = (
-            {} if task.fixture.get("no_confusable") else {"confusable": '{"patient_id": "p2"}'}
-        )
-        env = EnvHandle(
-            channels=confusable,
-            driver=SqliteForm(
-                db, upsert=bool(task.fixture.get("upsert")), swap=bool(task.fixture.get("swap"))
-            ),
-        )
-        return ProvisionedEpisode(env=env, oracle=SqliteAllTablesOracle(db), teardown=teardown)
+    def __init__(self) -> None:
+        super().__init__(tasks=WEAK_PACK, form=weak_form)
 
 
 # --- fixtures ------------------------------------------------------------------------------------
@@ -636,13 +566,12 @@ def test_the_audit_bounds_provisioning_by_its_provider_timeout(tmp_path: Path) -
     """``--provider-timeout`` reaches the audit's run: a provider that never finishes
     provisioning fails each episode (audit incomplete) instead of hanging; a non-positive
     value is one clear line, exit 2."""
-    from fakes import FakeProvider
-
     from effectbench.audit import audit_cli_main, audit_provider
+    from effectbench.testing import InMemoryProvider
 
     async def go() -> AuditReport:
         return await audit_provider(
-            FakeProvider(("provision_hangs",)),
+            InMemoryProvider(("provision_hangs",)),
             out_dir=tmp_path / "a",
             trials=1,
             provider_timeout=0.2,
@@ -723,7 +652,6 @@ def test_a_fault_that_stopped_firing_fails_the_audit_naming_the_task(tmp_path: P
 
 # --- a ledger whose oracle forgets a fixed field ---------------------------------------------------
 
-LEDGER_SCHEMA = "CREATE TABLE payments (id INTEGER PRIMARY KEY, payee TEXT, amount_cents INTEGER, urgent INTEGER, memo TEXT)"
 PAYEES = ("acme", "globex")
 PAYMENT: dict[str, JSONScalar | ParamRef] = {
     "payee": "acme",
@@ -752,61 +680,22 @@ def payment(task_id: str, *checks: FieldEquals) -> TaskSpec:
 
 
 LEDGER_PACK = (
-    payment("every_field", FieldEquals("amount_cents", 125000), FieldEquals("urgent", 0)),
+    payment("every_field", FieldEquals("amount_cents", 125000), FieldEquals("urgent", False)),
     # Reads the payee and the memo, never the amount: paying 1251 cents scores success.
-    payment("no_amount", FieldEquals("urgent", 0)),
+    payment("no_amount", FieldEquals("urgent", False)),
 )
 
 
-@attrs.frozen
-class LedgerForm:
+class LedgerProvider(InMemoryProvider):
     """Validates the payee, stores whatever amount and flag it is given."""
 
-    db: Path
-
-    def _write(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
-        if values.get("payee") not in PAYEES:
-            return ProductResponse(screen_says_saved=False, status=422, message="Unknown payee")
-        conn = sqlite3.connect(self.db, isolation_level=None, timeout=5)
-        try:
-            conn.execute(
-                "INSERT INTO payments (payee, amount_cents, urgent, memo) VALUES (?, ?, ?, ?)",
-                (
-                    values.get("payee"),
-                    values.get("amount_cents"),
-                    values.get("urgent"),
-                    values.get("memo"),
-                ),
-            )
-        finally:
-            conn.close()
-        return ProductResponse(screen_says_saved=True, status=200, message="Paid")
-
-    async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
-        return await anyio.to_thread.run_sync(lambda: self._write(values))
-
-
-class LedgerProvider(WeakPackProvider):
     name = "ledger"
 
     def __init__(self) -> None:
-        super().__init__(LEDGER_PACK)
-
-    async def provision(
-        self, task: TaskSpec, trial: int, params: Mapping[str, str]
-    ) -> ProvisionedEpisode:
-        assert self._root is not None, "start() first"
-        self._n += 1
-        db = self._root / f"ledger{self._n}.db"
-        conn = sqlite3.connect(db, isolation_level=None)
-        conn.execute(LEDGER_SCHEMA)
-        conn.close()
-
-        async def teardown() -> None:
-            db.unlink(missing_ok=True)
-
-        env = EnvHandle(channels={"confusable": '{"payee": "globex"}'}, driver=LedgerForm(db))
-        return ProvisionedEpisode(env=env, oracle=SqliteAllTablesOracle(db), teardown=teardown)
+        super().__init__(
+            tasks=LEDGER_PACK,
+            form=MemoryForm(choices={"payee": PAYEES}, confusable={"payee": "globex"}),
+        )
 
 
 def test_an_oracle_that_never_checks_a_fixed_field_fails_the_audit(tmp_path: Path) -> None:

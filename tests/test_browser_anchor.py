@@ -9,13 +9,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from fakes import load_run
 from test_log import _check  # the schema mini-validator
 
 from effectbench import events as ev
 from effectbench.api import evaluate
 from effectbench.evidence import BLOB_DIR
 from effectbench.schema import load_event_schema
+from effectbench.testing import untimed_run
 from effectbench.verify import verify_run
 
 # 180 browser episodes cost ~90 CPU s (docs/performance.md); on a shared machine the
@@ -52,15 +52,15 @@ def _pinned_figures(run16: Path) -> None:
     assert ev_["outcome_counts"]["success"] == 30
     assert ev_["outcome_counts"]["wrong_action"] == 40
     assert ev_["outcome_counts"]["safe_halt"] == 20
-    rows, _ = load_run(run16)
+    rows, _ = untimed_run(run16)
     assert {r["substrate"] for r in rows.values()} == {"web"}  # type: ignore[index]
     assert all(r["failure_class"] is None for r in rows.values())  # type: ignore[index]
 
 
 def _concurrency_1_gives_the_labels_of_concurrency_16(run16: Path, tmp_path: Path) -> None:
     one = evaluate(ARMS, trials=1, concurrency=1, out=tmp_path / "c1", screenshots="none")
-    r1, m1 = load_run(one.run_dir)
-    r16, _ = load_run(run16)
+    r1, m1 = untimed_run(one.run_dir)
+    r16, _ = untimed_run(run16)
     assert len(r1) == 18
     for ep, row in r1.items():
         assert row == r16[ep], ep

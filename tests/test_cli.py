@@ -10,9 +10,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from fakes import FakeProvider, ScriptedArm, load_run
 
 from effectbench.api import evaluate_provider
+from effectbench.testing import InMemoryProvider, ScriptedArm, untimed_run
 
 TESTS = Path(__file__).resolve().parent
 _SCRIPT = Path(sys.executable).with_name("effectbench")
@@ -39,7 +39,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = evaluate_provider(
         [ScriptedArm()],
-        FakeProvider(("ok", "phantom")),
+        InMemoryProvider(("ok", "phantom")),
         trials=2,
         out=tmp_path_factory.mktemp("small") / "run",
     )
@@ -170,9 +170,9 @@ def test_run_with_plugin_refs_prints_headline_and_failures(tmp_path: Path) -> No
         "json",
         "run",
         "--provider",
-        "fakes:fake_all",
+        "effectbench.testing:every_mode",
         "--arm",
-        "fakes:ScriptedArm",
+        "effectbench.testing:ScriptedArm",
         "--trials",
         "2",
         "--out",
@@ -200,7 +200,10 @@ def test_run_with_plugin_refs_prints_headline_and_failures(tmp_path: Path) -> No
     plan = orjson.loads((tmp_path / "r" / "events.jsonl").read_bytes().splitlines()[0])["data"][
         "plan"
     ]
-    assert plan["refs"] == {"provider": "fakes:fake_all", "arms": ["fakes:ScriptedArm"]}
+    assert plan["refs"] == {
+        "provider": "effectbench.testing:every_mode",
+        "arms": ["effectbench.testing:ScriptedArm"],
+    }
 
 
 def test_force_replaces_and_rescore_reproduces(tmp_path: Path, small_run: Path) -> None:
@@ -209,9 +212,9 @@ def test_force_replaces_and_rescore_reproduces(tmp_path: Path, small_run: Path) 
     proc = _cli(
         "run",
         "--provider",
-        "fakes:FakeProvider",
+        "effectbench.testing:InMemoryProvider",
         "--arm",
-        "fakes:ScriptedArm",
+        "effectbench.testing:ScriptedArm",
         "--trials",
         "1",
         "--out",
@@ -221,14 +224,14 @@ def test_force_replaces_and_rescore_reproduces(tmp_path: Path, small_run: Path) 
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    results, metrics = load_run(target)
+    results, metrics = untimed_run(target)
     assert len(results) == 1
 
     (target / "metrics.json").unlink()
     (target / "results.jsonl").write_text("tampered\n")
     proc = _cli("rescore", str(target), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert load_run(target) == (results, metrics)
+    assert untimed_run(target) == (results, metrics)
 
 
 def test_verify_a_sound_run(tmp_path: Path, small_run: Path) -> None:

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import FakeProvider, ScriptedArm
 
 from effectbench.api import evaluate_provider
 from effectbench.cli.commands import cli
+from effectbench.testing import InMemoryProvider, ScriptedArm
 
 TESTS = Path(__file__).resolve().parent
 HEAVY = ("structlog", "rich", "effectbench.run.scheduler", "effectbench.api")
@@ -33,7 +33,7 @@ sys.exit(rc)
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("imports") / "run"
-    run = evaluate_provider([ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=out)
+    run = evaluate_provider([ScriptedArm()], InMemoryProvider(("ok", "phantom")), trials=2, out=out)
     return run.run_dir
 
 

@@ -19,11 +19,11 @@ import distributed
 import orjson
 import pytest
 from dask_arms import BARRIER_ENV
-from fakes import load_run
 
 from effectbench.api import evaluate_provider
 from effectbench.events import TERMINAL_TYPES
 from effectbench.log import open_log_writer, read_log
+from effectbench.testing import untimed_run
 
 # Two test processes may each start a cluster: the second's HTTP server takes another port.
 pytestmark = pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning")
@@ -64,7 +64,7 @@ def test_dask_local_gives_the_local_results(tmp_path: Path, provider: str, trial
         )
         for ex in ("local", "dask-local:2")
     }
-    (r_local, m_local), (r_dask, m_dask) = (load_run(r.run_dir) for r in runs.values())
+    (r_local, m_local), (r_dask, m_dask) = (untimed_run(r.run_dir) for r in runs.values())
     assert r_local and list(r_local) == list(r_dask)
     for ep in r_local:
         assert r_local[ep] == r_dask[ep], ep
@@ -170,7 +170,7 @@ def test_a_killed_worker_loses_no_episode_and_doubles_none(
             for p in barrier.iterdir()
         ), name
     assert _cli("verify", str(out)).returncode == 0
-    results, _ = load_run(out)
+    results, _ = untimed_run(out)
     assert len(results) == 18
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 import pytest
-from fakes import FakeProvider, HangingArm, RaisingArm, ScriptedArm
 
 from effectbench.api import RunResult, evaluate_provider
 from effectbench.log.reader import read_log
+from effectbench.testing import HangingArm, InMemoryProvider, RaisingArm, ScriptedArm
 
 TRIALS = 2
 
@@ -29,7 +29,7 @@ def _failures(result: RunResult) -> dict[str, dict[str, Any]]:
 def _run(tmp_path: Path, modes: tuple[str, ...], arms: list[Any], **kw: Any) -> RunResult:
     return evaluate_provider(
         arms,
-        FakeProvider(modes),
+        InMemoryProvider(modes),
         trials=TRIALS,
         concurrency=4,
         out=tmp_path / "run",
@@ -157,7 +157,7 @@ def test_a_provider_that_cannot_start_leaves_a_resumable_log(tmp_path: Path) -> 
     from effectbench.api import execute
     from effectbench.run.scheduler import ProviderStartError
 
-    class Broken(FakeProvider):
+    class Broken(InMemoryProvider):
         async def start(self) -> None:
             raise OSError("port 5432 refused")
 
@@ -170,7 +170,9 @@ def test_a_provider_that_cannot_start_leaves_a_resumable_log(tmp_path: Path) -> 
     ]
     import anyio
 
-    result = anyio.run(lambda: execute(provider=FakeProvider(), arms=[ScriptedArm()], resume=out))
+    result = anyio.run(
+        lambda: execute(provider=InMemoryProvider(), arms=[ScriptedArm()], resume=out)
+    )
     assert result.metrics["arms"]["scripted"]["n_eligible"] == 1
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 import pytest
-from fakes import FakeProvider, ScriptedArm, load_run
 
 from effectbench.api import RunError, evaluate_provider
 from effectbench.core.arm import TaskView
@@ -23,6 +22,7 @@ from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle
 from effectbench.log.reader import write_events_sync
 from effectbench.run.outdir import RUN_FILES, prepare_out_dir
+from effectbench.testing import InMemoryProvider, ScriptedArm, untimed_run
 
 TESTS = Path(__file__).resolve().parent
 _SCRIPT = Path(sys.executable).with_name("effectbench")
@@ -65,9 +65,9 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 FAKE_RUN = (
     "run",
     "--provider",
-    "fakes:FakeProvider",
+    "effectbench.testing:InMemoryProvider",
     "--arm",
-    "fakes:ScriptedArm",
+    "effectbench.testing:ScriptedArm",
     "--trials",
     "1",
     "-q",
@@ -85,7 +85,7 @@ def _one_line_refusal(proc: subprocess.CompletedProcess[str], expected: str) -> 
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("guard") / "run"
     return evaluate_provider(
-        [ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=out
+        [ScriptedArm()], InMemoryProvider(("ok", "phantom")), trials=2, out=out
     ).run_dir
 
 
@@ -219,7 +219,7 @@ def test_force_never_replaces_cwd_its_parents_or_home_even_if_they_look_like_run
     before = _snapshot(tmp_path)
     with pytest.raises(RunError, match=f"never replaces {expected}") as info:
         evaluate_provider(
-            [ScriptedArm()], FakeProvider(), trials=1, out=out_of(cwd, home), force=True
+            [ScriptedArm()], InMemoryProvider(), trials=1, out=out_of(cwd, home), force=True
         )
     assert "\n" not in str(info.value)
     assert _snapshot(tmp_path) == before
@@ -233,7 +233,7 @@ def test_audit_and_reference_force_are_guarded_too(
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("keep me")
-    assert audit_cli_main("fakes:FakeProvider", busy, trials=1, force=True) == 2
+    assert audit_cli_main("effectbench.testing:InMemoryProvider", busy, trials=1, force=True) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'keep.txt', which no run writes" in err
     proc = _cli("reference", "--out", str(busy), "--force", "-q", cwd=tmp_path)
@@ -253,7 +253,7 @@ def test_force_replaces_a_run_dir_and_its_leftovers_file_by_file(
     (target / "metrics.json.tmp").write_text("{")  # half of an atomic write cut off
     proc = _cli(*FAKE_RUN, "--out", str(target), "--force", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    results, _ = load_run(target)
+    results, _ = untimed_run(target)
     assert len(results) == 1
     assert sorted(p.name for p in target.iterdir()) == sorted(RUN_FILES - {"audit.json"})
 
@@ -320,7 +320,7 @@ def test_a_locked_run_dir_is_refused_in_process(tmp_path: Path, small_run: Path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(RunError, match="in use by a running effectbench process"):
-            evaluate_provider([ScriptedArm()], FakeProvider(), trials=1, out=target, force=True)
+            evaluate_provider([ScriptedArm()], InMemoryProvider(), trials=1, out=target, force=True)
     finally:
         os.close(fd)
     assert _snapshot(target) == _snapshot(small_run)
@@ -385,7 +385,7 @@ def test_force_refuses_a_run_dir_a_live_run_holds(
     stdout, stderr = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 0, stderr
     assert "gated: n=1" in stdout
-    results, _ = load_run(out)
+    results, _ = untimed_run(out)
     assert list(results) == ["gated::fake::ok::t0"]
 
 
@@ -433,7 +433,11 @@ def test_an_audit_never_reports_a_log_that_replaced_its_own(
     monkeypatch.setattr(audit_mod, "audit_log", swapped_first)
     out = tmp_path / "audit"
     with pytest.raises(RunDirLost, match="was replaced or removed"):
-        anyio.run(lambda: audit_runner.audit_provider("fakes:FakeProvider", out_dir=out, trials=1))
+        anyio.run(
+            lambda: audit_runner.audit_provider(
+                "effectbench.testing:InMemoryProvider", out_dir=out, trials=1
+            )
+        )
     # The log, the only record, is untouched (derived files a build under way had already
     # replaced are rebuilt from it by rescore), and no audit report is written.
     assert (out / "events.jsonl").read_bytes() == (small_run / "events.jsonl").read_bytes()

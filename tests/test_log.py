@@ -589,6 +589,15 @@ def test_logged_lines_validate_against_the_schema(tmp_path: Path) -> None:
     assert _check(schema, bad, schema) != []
 
 
+def assert_every_line_is_a_typed_event(path: Path) -> None:
+    """Each line's data is, byte for byte, the data of the typed event of its type built
+    from it: nothing in the log was written as a hand-built dict."""
+    for raw in lines_of(path):
+        line = orjson.loads(raw)
+        typed = ev.EVENT_TYPES[line["type"]](**line["data"])
+        assert orjson.dumps(ev.event_data(typed)) == orjson.dumps(line["data"]), raw
+
+
 def _cli(*args: str) -> None:
     exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "effectbench"
     subprocess.run([str(exe), *args, "-q"], check=True, capture_output=True, timeout=120)
@@ -610,6 +619,7 @@ def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: 
     schema = load_event_schema()
     seen = set()
     for path in (log, timed_out / "events.jsonl", proxied / "events.jsonl"):
+        assert_every_line_is_a_typed_event(path)
         for raw in lines_of(path):
             line = orjson.loads(raw)
             assert _check(schema, line, schema) == [], raw

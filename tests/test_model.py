@@ -180,6 +180,20 @@ def test_content_hash_is_stable_and_order_independent() -> None:
     assert content_hash(a) == PINNED_HASH
 
 
+def test_effect_content_hash_is_a_deprecated_alias_of_the_hashing_function() -> None:
+    a = EFFECT.resolve(trial_params(task(), 0))
+    with pytest.warns(DeprecationWarning, match="effectbench.core.hashing.content_hash"):
+        assert a.content_hash() == content_hash(a)
+    with pytest.warns(DeprecationWarning):
+        assert EFFECT.content_hash() == content_hash(EFFECT)
+
+
+def test_the_hashed_form_is_the_codecs_form() -> None:
+    # One JSON form of an effect: what the codec writes is what the hash covers.
+    assert EFFECT.plain() == converter.unstructure(EFFECT)
+    assert orjson.loads(to_json(EFFECT)) == EFFECT.plain()
+
+
 def test_content_hash_tells_contracts_apart() -> None:
     base = EFFECT.resolve(trial_params(task(), 0))
     assert content_hash(base) != content_hash(EFFECT.resolve(trial_params(task(), 1)))

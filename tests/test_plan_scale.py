@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import FakeProvider
 
 from effectbench.log.reader import read_log, verify_log
 from effectbench.run.plan import ProviderInfo, build_plan, count_planned, episode_id, episodes
+from effectbench.testing import InMemoryProvider
 
 _SCRIPT = Path(sys.executable).with_name("effectbench")
 EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
@@ -88,7 +88,7 @@ def test_a_huge_plan_runs_its_first_episodes_in_flat_memory(tmp_path: Path) -> N
 
 
 def test_count_planned_recognises_exactly_the_plans_episode_ids() -> None:
-    provider = FakeProvider(("ok", "phantom"))
+    provider = InMemoryProvider(("ok", "phantom"))
     plan = build_plan(ProviderInfo("fake", "1.0"), provider.tasks(), ["a", "a::b"], 3)
     ids = [s.episode_id for s in episodes(plan)]
     assert count_planned(plan, ids) == len(ids) == plan.n_episodes == 12

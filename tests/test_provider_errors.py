@@ -9,14 +9,15 @@ import sys
 from pathlib import Path
 
 import orjson
-from fakes import FakeProvider
+
+from effectbench.testing import InMemoryProvider
 
 TESTS = Path(__file__).resolve().parent
 _SCRIPT = Path(sys.executable).with_name("effectbench")
 
 
-def failing_and_ok() -> FakeProvider:
-    return FakeProvider(("provision_fails", "ok"))
+def failing_and_ok() -> InMemoryProvider:
+    return InMemoryProvider(("provision_fails", "ok"))
 
 
 def test_first_provider_error_shows_its_traceback_and_the_rest_are_counted(tmp_path: Path) -> None:
@@ -32,7 +33,7 @@ def test_first_provider_error_shows_its_traceback_and_the_rest_are_counted(tmp_p
             "--provider",
             f"{__name__}:failing_and_ok",
             "--arm",
-            "fakes:ScriptedArm",
+            "effectbench.testing:ScriptedArm",
             "--trials",
             "3",
             "--out",

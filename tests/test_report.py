@@ -17,7 +17,6 @@ from typing import Any
 
 import orjson
 import pytest
-from fakes import FakeProvider, ScriptedArm
 
 from effectbench.api import evaluate_provider
 from effectbench.core.rundir import ARTIFACT_FILES
@@ -25,6 +24,7 @@ from effectbench.log.reader import LoggedEvent
 from effectbench.report import ReportError, build_report
 from effectbench.report.data import EpisodeRef, load_run
 from effectbench.report.drill import ShotBudget, drill, screenshot_image, select_episodes
+from effectbench.testing import InMemoryProvider, ScriptedArm
 
 TESTS = Path(__file__).resolve().parent
 _SCRIPT = Path(sys.executable).with_name("effectbench")
@@ -63,13 +63,13 @@ def mockmed_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fake_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("fake")
     a = evaluate_provider(
-        [ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=root / "a"
+        [ScriptedArm()], InMemoryProvider(("ok", "phantom")), trials=2, out=root / "a"
     )
     b = evaluate_provider(
-        [ScriptedArm()], FakeProvider(("ok", "phantom")), trials=2, out=root / "b"
+        [ScriptedArm()], InMemoryProvider(("ok", "phantom")), trials=2, out=root / "b"
     )
     c = evaluate_provider(
-        [ScriptedArm()], FakeProvider(("ok", "phantom")), trials=3, out=root / "c"
+        [ScriptedArm()], InMemoryProvider(("ok", "phantom")), trials=3, out=root / "c"
     )
     return a.run_dir, b.run_dir, c.run_dir
 
@@ -106,7 +106,7 @@ def test_the_report_leaves_the_four_artifacts_untouched(mockmed_run: Path, tmp_p
 
 def test_run_no_report_writes_none(tmp_path: Path) -> None:
     proc = _cli(
-        "run", "--provider", "fakes:FakeProvider", "--arm", "fakes:ScriptedArm", "--trials", "1",
+        "run", "--provider", "effectbench.testing:InMemoryProvider", "--arm", "effectbench.testing:ScriptedArm", "--trials", "1",
         "--out", str(tmp_path / "r"), "--no-report", "-q", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -17,7 +17,6 @@ from typing import Any
 
 import orjson
 import pytest
-from fakes import FakeProvider, ScriptedArm
 
 from effectbench.api import evaluate_provider
 from effectbench.audit.attest import attestations
@@ -25,6 +24,7 @@ from effectbench.log.reader import LogEntry, read_log, verify_log, write_events_
 from effectbench.outputs.artifacts import ArtifactError, build_artifacts, rescore_artifacts
 from effectbench.outputs.parallel import MIN_PARALLEL_BYTES
 from effectbench.run.scheduler import run_lock_held
+from effectbench.testing import InMemoryProvider, ScriptedArm
 from effectbench.verify import verify_run
 
 TESTS = Path(__file__).resolve().parent
@@ -51,7 +51,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = evaluate_provider(
         [ScriptedArm()],
-        FakeProvider(("ok", "phantom")),
+        InMemoryProvider(("ok", "phantom")),
         trials=2,
         out=tmp_path_factory.mktemp("finished") / "run",
     )
@@ -265,7 +265,7 @@ def _wait_for(what: str, ready: Callable[[], bool]) -> None:
 def test_rescore_refuses_a_live_run_and_writes_nothing(tmp_path: Path) -> None:
     run = tmp_path / "live"
     live = subprocess.Popen(
-        [*EFFECTBENCH, "run", "--provider", "fakes:FakeProvider", "--arm", "fakes:HangingArm",
+        [*EFFECTBENCH, "run", "--provider", "effectbench.testing:InMemoryProvider", "--arm", "effectbench.testing:HangingArm",
          "--trials", "1", "--out", str(run), "-q"],
         cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

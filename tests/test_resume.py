@@ -12,11 +12,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fakes import load_run
 
 from effectbench.api import evaluate
 from effectbench.core.events import TERMINAL_TYPES
 from effectbench.log.reader import read_log, verify_log
+from effectbench.testing import untimed_run
 
 ARGS = ["--trials", "2", "--concurrency", "2", "-q"]
 N_EPISODES = 2 * 9 * 2
@@ -32,7 +32,7 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[obje
         concurrency=8,
         out=tmp_path_factory.mktemp("base") / "run",
     )
-    return run.run_dir, load_run(run.run_dir)
+    return run.run_dir, untimed_run(run.run_dir)
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -97,7 +97,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(
     types = [e.type for e in read_log(log)]
     assert types.count("run.started") == 1 and types.count("run.resumed") == 1
     _assert_each_episode_ended_once(log)
-    results, metrics = load_run(out)
+    results, metrics = untimed_run(out)
     base_results, base_metrics = baseline[1]
     assert results == base_results
     assert metrics == base_metrics
@@ -121,7 +121,7 @@ def test_sigint_stops_gracefully_and_leaves_a_resumable_log(
     resumed = _cli("run", "--resume", str(out), "-q", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     _assert_each_episode_ended_once(log)
-    assert load_run(out) == baseline[1]
+    assert untimed_run(out) == baseline[1]
 
 
 def test_resuming_a_finished_run_adds_nothing(
@@ -139,7 +139,7 @@ def test_resuming_a_finished_run_adds_nothing(
     events = list(read_log(run_dir / "events.jsonl"))
     assert not [e for e in events if e.type == "run.resumed"]
     assert sum(1 for e in events if e.type == "episode.planned") == N_EPISODES
-    assert load_run(run_dir) == baseline[1]
+    assert untimed_run(run_dir) == baseline[1]
 
 
 @pytest.mark.parametrize(
@@ -165,21 +165,23 @@ def test_a_resume_with_an_upgraded_arm_is_refused(tmp_path: Path) -> None:
     """An arm's code is part of the plan: mixing two versions of it in one run is refused."""
     import attrs
     import orjson
-    from fakes import FakeProvider, ScriptedArm
 
     from effectbench.api import RunError, evaluate_provider
+    from effectbench.testing import InMemoryProvider, ScriptedArm
 
     @attrs.define
     class Versioned(ScriptedArm):
         version: str = "1.0"
 
     out = tmp_path / "run"
-    evaluate_provider([Versioned()], FakeProvider(("ok",)), trials=1, out=out)
+    evaluate_provider([Versioned()], InMemoryProvider(("ok",)), trials=1, out=out)
     recorded = orjson.loads((out / "events.jsonl").read_bytes().splitlines()[0])["data"]["plan"]
     assert recorded["arm_versions"] == {"scripted": "1.0"}
-    evaluate_provider([Versioned()], FakeProvider(("ok",)), trials=1, resume=out)  # same code: fine
+    evaluate_provider(
+        [Versioned()], InMemoryProvider(("ok",)), trials=1, resume=out
+    )  # same code: fine
     with pytest.raises(RunError, match=r"arm scripted version: recorded '1.0', now '2.0'"):
-        evaluate_provider([Versioned("2.0")], FakeProvider(("ok",)), trials=1, resume=out)
+        evaluate_provider([Versioned("2.0")], InMemoryProvider(("ok",)), trials=1, resume=out)
 
 
 def test_named_plugins_record_the_distribution_behind_them(tmp_path: Path) -> None:

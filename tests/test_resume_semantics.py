@@ -13,11 +13,11 @@ from typing import Any
 
 import anyio
 import orjson
-from fakes import FakeProvider, ScriptedArm
 
 from effectbench.api import evaluate_provider, execute
 from effectbench.console import PlainProgress
 from effectbench.events import TERMINAL_TYPES
+from effectbench.testing import InMemoryProvider, ScriptedArm
 
 
 def _cut_after_terminals(log: Path, n: int) -> None:
@@ -35,14 +35,14 @@ def _cut_after_terminals(log: Path, n: int) -> None:
 
 def test_progress_after_a_resume_counts_the_resumed_episodes(tmp_path: Path) -> None:
     run = evaluate_provider(
-        [ScriptedArm()], FakeProvider(("ok", "phantom")), trials=4, out=tmp_path / "run"
+        [ScriptedArm()], InMemoryProvider(("ok", "phantom")), trials=4, out=tmp_path / "run"
     )
     _cut_after_terminals(run.log_path, 5)
     stream = io.StringIO()
 
     async def go() -> Any:
         return await execute(
-            provider=FakeProvider(("ok", "phantom")),
+            provider=InMemoryProvider(("ok", "phantom")),
             arms=[ScriptedArm()],
             resume=run.run_dir,
             observer=PlainProgress(stream),
@@ -58,7 +58,14 @@ def test_progress_after_a_resume_counts_the_resumed_episodes(tmp_path: Path) -> 
 
 TESTS = Path(__file__).resolve().parent
 _SCRIPT = Path(sys.executable).with_name("effectbench")
-FAKE = ["--provider", "fakes:FakeProvider", "--arm", "fakes:ScriptedArm", "--trials", "3"]
+FAKE = [
+    "--provider",
+    "effectbench.testing:InMemoryProvider",
+    "--arm",
+    "effectbench.testing:ScriptedArm",
+    "--trials",
+    "3",
+]
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

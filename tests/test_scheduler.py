@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from fakes import FakeProvider, ScriptedArm
+from test_log import assert_every_line_is_a_typed_event
 
 from effectbench.core.arm import TaskView
 from effectbench.core.events import TERMINAL_TYPES
@@ -17,12 +17,13 @@ from effectbench.core.provider import EnvHandle
 from effectbench.log.reader import read_log, verify_log
 from effectbench.run.plan import PlanError, ProviderInfo, build_plan, diff_plans, episodes
 from effectbench.run.scheduler import Scheduler, SchedulerOptions, load_resume_state
+from effectbench.testing import InMemoryProvider, ScriptedArm
 
 INFO = ProviderInfo("fake", "1.0")
 
 
 def _run(
-    tmp_path: Path, provider: FakeProvider, arms: dict[str, object], trials: int, **opts: object
+    tmp_path: Path, provider: InMemoryProvider, arms: dict[str, object], trials: int, **opts: object
 ) -> Path:
     plan = build_plan(INFO, provider.tasks(), list(arms), trials)
     sched = Scheduler(plan, provider, arms, tmp_path, run_id="r1", options=SchedulerOptions(**opts))  # type: ignore[arg-type]
@@ -31,7 +32,7 @@ def _run(
 
 
 def test_one_episode_emits_the_lifecycle_in_order(tmp_path: Path) -> None:
-    log = _run(tmp_path, FakeProvider(("ok",)), {"scripted": ScriptedArm()}, 1)
+    log = _run(tmp_path, InMemoryProvider(("ok",)), {"scripted": ScriptedArm()}, 1)
     events = list(read_log(log))
     assert [e.type for e in events] == [
         "run.started",
@@ -49,7 +50,7 @@ def test_one_episode_emits_the_lifecycle_in_order(tmp_path: Path) -> None:
     ep = "scripted::fake::ok::t0"
     assert {e.ep for e in events[1:-1]} == {ep}
     planned = events[1].data
-    assert planned["params"] == trial_params(FakeProvider().tasks()[0], 0)
+    assert planned["params"] == trial_params(InMemoryProvider().tasks()[0], 0)
     assert planned["effect"]["field_equals"][0]["expected"] == planned["params"]["note"]
     from effectbench.core.codec import converter
     from effectbench.core.model import Effect
@@ -72,7 +73,7 @@ def test_one_episode_emits_the_lifecycle_in_order(tmp_path: Path) -> None:
 
 
 def test_plan_order_ids_and_hash_ignore_execution_knobs() -> None:
-    provider = FakeProvider(("ok", "phantom"))
+    provider = InMemoryProvider(("ok", "phantom"))
     plan = build_plan(INFO, provider.tasks(), ["a", "b"], 3)
     ids = [s.episode_id for s in episodes(plan)]
     assert ids[:4] == [
@@ -105,7 +106,7 @@ def test_plan_order_ids_and_hash_ignore_execution_knobs() -> None:
 
 
 def test_diff_plans_names_each_difference() -> None:
-    provider = FakeProvider(("ok", "phantom"))
+    provider = InMemoryProvider(("ok", "phantom"))
     a = build_plan(INFO, provider.tasks(), ["x"], 3).identity()
     b = build_plan(ProviderInfo("fake", "2.0"), provider.tasks()[:1], ["x", "y"], 5).identity()
     diffs = " | ".join(diff_plans(a, b))
@@ -116,9 +117,9 @@ def test_diff_plans_names_each_difference() -> None:
 
 def test_a_glob_that_selects_nothing_is_refused() -> None:
     with pytest.raises(PlanError, match="selects no task"):
-        build_plan(INFO, FakeProvider().tasks(), ["x"], 1, ["nope*"])
+        build_plan(INFO, InMemoryProvider().tasks(), ["x"], 1, ["nope*"])
     with pytest.raises(PlanError, match="positive"):
-        build_plan(INFO, FakeProvider().tasks(), ["x"], 0)
+        build_plan(INFO, InMemoryProvider().tasks(), ["x"], 0)
 
 
 class _CountingArm:
@@ -151,7 +152,7 @@ def test_concurrency_is_a_hard_bound_and_every_episode_ends_once(
     tmp_path: Path, concurrency: int
 ) -> None:
     arm = _CountingArm(concurrency, 24)
-    provider = FakeProvider(("ok", "phantom"))
+    provider = InMemoryProvider(("ok", "phantom"))
     log = _run(tmp_path, provider, {"counting": arm}, 12, concurrency=concurrency)
     assert arm.peak == concurrency
     terminals = Counter(e.ep for e in read_log(log) if e.type in TERMINAL_TYPES)
@@ -161,7 +162,11 @@ def test_concurrency_is_a_hard_bound_and_every_episode_ends_once(
 
 def test_events_of_concurrent_episodes_stay_ordered_per_episode(tmp_path: Path) -> None:
     log = _run(
-        tmp_path, FakeProvider(("ok", "phantom")), {"scripted": ScriptedArm()}, 20, concurrency=8
+        tmp_path,
+        InMemoryProvider(("ok", "phantom")),
+        {"scripted": ScriptedArm()},
+        20,
+        concurrency=8,
     )
     per_ep: dict[str, list[str]] = defaultdict(list)
     for e in read_log(log):
@@ -209,14 +214,14 @@ def test_a_run_directory_in_use_is_refused(tmp_path: Path) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         with pytest.raises(ResumeError, match="in use by another effectbench process"):
-            _run(tmp_path, FakeProvider(("ok",)), {"scripted": ScriptedArm()}, 1)
+            _run(tmp_path, InMemoryProvider(("ok",)), {"scripted": ScriptedArm()}, 1)
     finally:
         os.close(fd)
     assert log.read_bytes() == b""
 
 
 def test_a_failing_provider_stop_is_logged_not_fatal(tmp_path: Path) -> None:
-    class LateStop(FakeProvider):
+    class LateStop(InMemoryProvider):
         async def stop(self) -> None:
             raise RuntimeError("stop failed")
 
@@ -234,15 +239,17 @@ def test_the_api_inside_and_outside_an_event_loop(tmp_path: Path) -> None:
 
     async def inside() -> None:
         result = await evaluate_provider_async(
-            ScriptedArm(), FakeProvider(("ok",)), trials=2, out=tmp_path / "a"
+            ScriptedArm(), InMemoryProvider(("ok",)), trials=2, out=tmp_path / "a"
         )
         assert result.metrics["arms"]["scripted"]["task_success"]["numerator"] == 2
         assert result.log_path == tmp_path / "a" / "events.jsonl" and "scripted" in result.summary
         with pytest.raises(RunError, match="await evaluate_provider_async"):
-            evaluate_provider(ScriptedArm(), FakeProvider(("ok",)), out=tmp_path / "b")
+            evaluate_provider(ScriptedArm(), InMemoryProvider(("ok",)), out=tmp_path / "b")
 
     anyio.run(inside)
-    result = evaluate_provider([ScriptedArm()], FakeProvider(("ok",)), trials=1, out=tmp_path / "c")
+    result = evaluate_provider(
+        [ScriptedArm()], InMemoryProvider(("ok",)), trials=1, out=tmp_path / "c"
+    )
     assert not result.interrupted and result.run_dir == tmp_path / "c"
 
 
@@ -259,7 +266,7 @@ def test_oracle_backoff_doubles_up_to_its_cap() -> None:
 def test_many_oracle_rereads_stay_bounded_in_time(tmp_path: Path) -> None:
     log = _run(
         tmp_path,
-        FakeProvider(("oracle_dead",)),
+        InMemoryProvider(("oracle_dead",)),
         {"scripted": ScriptedArm()},
         1,
         oracle_retries=40,
@@ -272,7 +279,7 @@ def test_many_oracle_rereads_stay_bounded_in_time(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(60)
 def test_a_hanging_provider_stop_is_bounded(tmp_path: Path) -> None:
-    class HangingStop(FakeProvider):
+    class HangingStop(InMemoryProvider):
         async def stop(self) -> None:
             await anyio.sleep_forever()
 
@@ -289,7 +296,7 @@ def test_a_resume_refuses_a_log_that_grew_after_it_was_read(tmp_path: Path) -> N
     from effectbench.log.reader import write_events_sync
     from effectbench.run.scheduler import ResumeError
 
-    provider = FakeProvider(("ok",))
+    provider = InMemoryProvider(("ok",))
     log = _run(tmp_path, provider, {"scripted": ScriptedArm()}, 2)
     lines = log.read_bytes().splitlines(keepends=True)
     cut = next(i for i, line in enumerate(lines) if b'"episode.finished"' in line)
@@ -330,8 +337,9 @@ def test_model_calls_an_arm_records_become_telemetry_and_cost(tmp_path: Path) ->
             return await super().run(task, env)
 
     result = evaluate_provider(
-        [Billed(), Priced()], FakeProvider(("ok",)), trials=2, out=tmp_path / "run"
+        [Billed(), Priced()], InMemoryProvider(("ok",)), trials=2, out=tmp_path / "run"
     )
+    assert_every_line_is_a_typed_event(result.log_path)  # with and without model calls
     rows = [orjson.loads(x) for x in (result.run_dir / "results.jsonl").read_bytes().splitlines()]
     tel = {r["arm"]: r["telemetry"] for r in rows}
     assert (
@@ -357,7 +365,7 @@ def test_a_providers_injection_records_become_events_after_the_arms_actions(
 
     from effectbench.provider import ActionRecord, ProvisionedEpisode
 
-    class Injecting(FakeProvider):
+    class Injecting(InMemoryProvider):
         async def provision(self, task, trial, params):  # type: ignore[no-untyped-def]
             got: ProvisionedEpisode = await super().provision(task, trial, params)
             if trial == 0:

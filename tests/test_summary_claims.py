@@ -11,12 +11,12 @@ from typing import Any
 
 import anyio
 import orjson
-from fakes import FakeProvider, ScriptedArm
 
 from effectbench.api import evaluate_provider_async
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle
+from effectbench.testing import InMemoryProvider, ScriptedArm
 from effectbench.verify.run_check import verify_run
 
 _SCRIPT = Path(sys.executable).with_name("effectbench")
@@ -42,7 +42,7 @@ class AlternatingArm:
         return AgentReport(reported_success=response.screen_says_saved)
 
 
-class FixtureProvider(FakeProvider):
+class FixtureProvider(InMemoryProvider):
     """The in-memory provider, declaring itself a deterministic fixture."""
 
     fixture = True
@@ -69,7 +69,7 @@ def _section(summary: str, title: str) -> str:
 
 def test_summary_has_a_row_per_task_even_within_one_category(tmp_path: Path) -> None:
     # both fake tasks are controls: the cells table merges them, the per-task one does not
-    run_dir = _run(tmp_path, FakeProvider(("ok", "phantom")), [ScriptedArm()], 2)
+    run_dir = _run(tmp_path, InMemoryProvider(("ok", "phantom")), [ScriptedArm()], 2)
     per_task = _metrics(run_dir)["arms"]["scripted"]["per_task"]
     assert [t["task_id"] for t in per_task] == ["fake::ok", "fake::phantom"]
     assert [(t["swer"]["numerator"], t["task_success"]["numerator"]) for t in per_task] == [
@@ -85,7 +85,7 @@ def test_summary_has_a_row_per_task_even_within_one_category(tmp_path: Path) -> 
 
 
 def test_a_comparison_on_fewer_than_3_trials_per_task_is_flagged(tmp_path: Path) -> None:
-    thin = _run(tmp_path, FakeProvider(("ok",)), [AlternatingArm(), HaltArm()], 2, "thin")
+    thin = _run(tmp_path, InMemoryProvider(("ok",)), [AlternatingArm(), HaltArm()], 2, "thin")
     (c,) = _metrics(thin)["comparisons"]
     assert (c["min_pairs_per_task"], c["comparative_claim"]) == (2, False)
     summary = (thin / "summary.md").read_text()
@@ -98,7 +98,7 @@ def test_a_comparison_on_fewer_than_3_trials_per_task_is_flagged(tmp_path: Path)
     )
     assert proc.returncode == 0 and "note: comparison alternating - halter is not" in proc.stdout
     # ... and three trials per task make it a claim: no flag, no note
-    enough = _run(tmp_path, FakeProvider(("ok",)), [AlternatingArm(), HaltArm()], 3, "enough")
+    enough = _run(tmp_path, InMemoryProvider(("ok",)), [AlternatingArm(), HaltArm()], 3, "enough")
     (c,) = _metrics(enough)["comparisons"]
     assert (c["min_pairs_per_task"], c["comparative_claim"]) == (3, True)
     assert "not a comparative claim" not in (enough / "summary.md").read_text()
@@ -120,7 +120,7 @@ def test_deterministic_outcomes_get_no_p_value_and_a_fixture_says_so(tmp_path: P
 
 
 def test_outcomes_that_vary_keep_their_p_values_and_no_fixture_banner(tmp_path: Path) -> None:
-    run_dir = _run(tmp_path, FakeProvider(("ok",)), [AlternatingArm(), HaltArm()], 4)
+    run_dir = _run(tmp_path, InMemoryProvider(("ok",)), [AlternatingArm(), HaltArm()], 4)
     (c,) = _metrics(run_dir)["comparisons"]
     assert c["deterministic"] is False
     summary = (run_dir / "summary.md").read_text()

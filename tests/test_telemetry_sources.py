@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from fakes import FakeProvider
 
 from effectbench.api import evaluate_provider_async
 from effectbench.audit.attest import attestations
@@ -20,6 +19,7 @@ from effectbench.core.model import AgentReport
 from effectbench.core.prices import PriceTableError
 from effectbench.core.provider import EnvHandle, ModelCall
 from effectbench.outputs.artifacts import recompute_metrics_from_results, rescore_artifacts
+from effectbench.testing import InMemoryProvider
 from effectbench.verify.run_check import verify_run
 
 _SCRIPT = Path(sys.executable).with_name("effectbench")
@@ -75,7 +75,7 @@ class BilledArm:
 def _run(tmp_path: Path, arms: list[Any], trials: int = 3, **kw: Any) -> Path:
     async def go() -> Path:
         result = await evaluate_provider_async(
-            arms, FakeProvider(), trials=trials, out=tmp_path / "run", report=False, **kw
+            arms, InMemoryProvider(), trials=trials, out=tmp_path / "run", report=False, **kw
         )
         return Path(result.run_dir)
 

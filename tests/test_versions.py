@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from fakes import FakeProvider
 
 from effectbench.core import versions
 from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.testing import InMemoryProvider
 
 
 def _plan_hash_and_versions() -> tuple[str, dict[str, str]]:
-    plan = build_plan(ProviderInfo("fake", "1.0"), FakeProvider(("ok",)).tasks(), ["a"], 2)
+    plan = build_plan(ProviderInfo("fake", "1.0"), InMemoryProvider(("ok",)).tasks(), ["a"], 2)
     return plan.plan_hash, dict(plan.to_json()["versions"])
 
 

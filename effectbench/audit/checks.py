@@ -53,6 +53,7 @@ from effectbench.arms.adversaries import (
     wrong_value_names,
 )
 from effectbench.arms.reference import ReferenceArm
+from effectbench.core import rundir
 from effectbench.core.arm import Arm
 from effectbench.core.codec import converter
 from effectbench.core.errors import EffectBenchError
@@ -85,7 +86,7 @@ __all__ = [
     "value_arm_names",
 ]
 
-AUDIT_FILE: Final = "audit.json"
+AUDIT_FILE: Final = rundir.AUDIT_FILE
 AUDIT_ARMS: Final = (REFERENCE_NAME, *ADVERSARY_NAMES)
 WRITING_ADVERSARIES: Final = ("duplicate", "wrong_field", "wrong_target", "cross_trial")
 DO_NOTHING_ADVERSARIES: Final = ("null", "phantom")
@@ -291,7 +292,7 @@ def _pointer(r: EpisodeRecord) -> str:
         or ev.get("terminal")
         or ev.get("reported")
         or ev.get("planned")
-        or "events.jsonl"
+        or rundir.LOG_FILE
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from effectbench.core.rundir import LOG_FILE, RunDir
 from effectbench.core.versions import PACKAGE_VERSION
 from effectbench.run.options import DEFAULTS, OptionsError
 
@@ -330,9 +331,9 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
 
 def _not_a_run_dir(path: Path, command: str) -> str:
     """For a file given where a run directory belongs (often the log itself)."""
-    if path.name == "events.jsonl":
+    if path.name == LOG_FILE:
         return f"{path} is the event log, not its run directory; give the directory: effectbench {command} {path.parent}"
-    return f"{path} is a file, not a run directory; give the directory that holds events.jsonl"
+    return f"{path} is a file, not a run directory; give the directory that holds {LOG_FILE}"
 
 
 @cli.command()
@@ -365,8 +366,8 @@ def rescore(run_dir: Path, allow_incomplete: bool, workers: int | None, no_repor
         _fail(_not_a_run_dir(run_dir, "rescore"))
     if not run_dir.is_dir():
         _fail(f"run directory {run_dir} does not exist")
-    if not (run_dir / "events.jsonl").is_file():
-        _fail(f"{run_dir} holds no events.jsonl; it is not a run directory")
+    if not RunDir(run_dir).log.is_file():
+        _fail(f"{run_dir} holds no {LOG_FILE}; it is not a run directory")
     built = rescore_artifacts(
         run_dir, allow_incomplete=allow_incomplete, workers=workers, attest=attestations
     )
@@ -416,8 +417,8 @@ def report(
 
     if not run_dir.is_dir():
         _fail(f"run directory {run_dir} does not exist")
-    if not (run_dir / "events.jsonl").is_file():
-        _fail(f"{run_dir} holds no events.jsonl; it is not a run directory")
+    if not RunDir(run_dir).log.is_file():
+        _fail(f"{run_dir} holds no {LOG_FILE}; it is not a run directory")
     limit = DRILL_LIMIT if drill_limit is None else drill_limit
     written = build_report(run_dir, out_path, drill_limit=limit, episodes=episodes)
     _out(f"report: {written}")
@@ -495,8 +496,8 @@ def export(run_dir: Path, system: str, out_path: Path) -> int:
     """Write one arm of RUN_DIR as a leaderboard submission (docs/leaderboard.md)."""
     from effectbench.verify.export import export_submission
 
-    if not (run_dir / "events.jsonl").is_file():
-        _fail(f"{run_dir} holds no events.jsonl; give a run directory")
+    if not RunDir(run_dir).log.is_file():
+        _fail(f"{run_dir} holds no {LOG_FILE}; give a run directory")
     if out_path.exists():
         _fail(
             f"{out_path} already exists; choose another --out (a submission is never overwritten)"
@@ -570,7 +571,7 @@ def reference(
     )
     if result.interrupted:
         return _interrupted(result, f"interrupted; nothing was checked ({_where(result.run_dir)})")
-    results_path = result.run_dir / "results.jsonl"
+    results_path = RunDir(result.run_dir).results
     rows_json = [
         orjson.loads(line) for line in results_path.read_bytes().splitlines() if line.strip()
     ]
@@ -649,11 +650,11 @@ def pack(provider: str, audit_dir: Path | None) -> int:
     if audit_dir is not None:
         from effectbench.audit.checks import audit_log
 
-        if not (audit_dir / "events.jsonl").is_file():
+        if not RunDir(audit_dir).log.is_file():
             _fail(
-                f"{audit_dir} holds no events.jsonl; give the run directory of an effectbench audit"
+                f"{audit_dir} holds no {LOG_FILE}; give the run directory of an effectbench audit"
             )
-        report = audit_log(audit_dir / "events.jsonl")
+        report = audit_log(RunDir(audit_dir).log)
     manifest = public_pack_manifest(Registry().provider(provider), audit=report)
     _out(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
     return 0

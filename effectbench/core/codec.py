@@ -25,15 +25,15 @@ from effectbench.core.model import (
     Substrate,
     TaskSpec,
     Value,
+    plain_value,
+    plain_values,
 )
 
 T = TypeVar("T")
 
 
 def _unstructure_value(v: Any) -> Any:
-    if isinstance(v, ParamRef):
-        return {"param": v.name}
-    return v
+    return plain_value(v)
 
 
 def _structure_value(v: Any, _: Any) -> Value:
@@ -46,8 +46,7 @@ def _structure_value(v: Any, _: Any) -> Value:
     return v  # type: ignore[no-any-return]
 
 
-def _unstructure_values(m: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _unstructure_value(v) for k, v in m.items()}
+_unstructure_values = plain_values
 
 
 # --------------------------------------------------------------------------- strict reading
@@ -250,24 +249,10 @@ def _make_converter() -> cattrs.Converter:
     c.register_unstructure_hook(ParamRef, _unstructure_value)
     c.register_structure_hook(ParamRef, lambda v, t: _structure_value(v, t))
 
-    def unstructure_rw(rw: RecordWritten) -> dict[str, Any]:
-        key = rw.idempotency_key
-        return {
-            "table": rw.table,
-            "selector": _unstructure_values(rw.selector),
-            "expected_count": rw.expected_count,
-            "idempotency_key": None if key is None else [key[0], _unstructure_value(key[1])],
-            "forbid_collateral_loss": rw.forbid_collateral_loss,
-            "forbid_stray_writes": rw.forbid_stray_writes,
-            "count_new_only": rw.count_new_only,
-            "id_field": rw.id_field,
-        }
-
-    c.register_unstructure_hook(RecordWritten, unstructure_rw)
+    c.register_unstructure_hook(RecordWritten, RecordWritten.plain)
     c.register_structure_hook(RecordWritten, lambda d, _: _structure_rw(d))
-    c.register_unstructure_hook(
-        FieldEquals, lambda f: {"field": f.field, "expected": _unstructure_value(f.expected)}
-    )
+    c.register_unstructure_hook(FieldEquals, FieldEquals.plain)
+    c.register_unstructure_hook(Effect, Effect.plain)
     c.register_structure_hook(FieldEquals, lambda d, _: _structure_field_equals(d))
     c.register_structure_hook(Effect, lambda d, _: _structure_effect(d))
     c.register_structure_hook(OracleSpec, lambda d, _: _structure_oracle(d))

@@ -13,7 +13,7 @@ is the only field allowed to differ between two runs of the same plan.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -141,12 +141,16 @@ class ArmTelemetry:
     output_tokens: int | None
     cost_usd: float | None
     actions: int
-    model_latency_ms: float | None = None
+    model_latency_ms: float | None = attrs.field(
+        default=None, metadata={"only_with": "model_calls"}
+    )
     """Sum of the calls' latencies; present only when there were model calls."""
-    cost_source: str | None = None
+    cost_source: str | None = attrs.field(default=None, metadata={"only_with": "model_calls"})
     """Where cost_usd came from (``arm``, ``price_table:<version>``, several joined by
     ``+``); present only when there were model calls."""
-    model_call_latency_ms: list[float | None] | None = None
+    model_call_latency_ms: list[float | None] | None = attrs.field(
+        default=None, metadata={"omit_none": True}
+    )
     """Each call's latency in call order (null where unknown); present only when there
     were model calls or the arm counts them (``uses_model``)."""
 
@@ -213,16 +217,34 @@ TERMINAL_TYPES: Final = frozenset({EpisodeFinished.TYPE, EpisodeFailed.TYPE})
 
 
 def event_data(event: Any) -> dict[str, Any]:
-    """Plain-JSON data of a typed event (attrs fields, enums as their values); a field
-    marked ``omit_none`` is left out while None, as lines written before it had it."""
-    data = attrs.asdict(event, value_serializer=_serialize)
-    for field in attrs.fields(type(event)):
-        if field.metadata.get("omit_none") and data.get(field.name) is None:
-            del data[field.name]
-    return data
+    """Plain-JSON data of a typed event: its fields in declaration order (the line's key
+    order). A field marked ``omit_none`` is left out while None, and one marked
+    ``only_with=NAME`` while field NAME is None, as lines written before the field
+    existed had it. Shallow, and enums stay enums (a StrEnum is its value in JSON and
+    compares equal to it): the scheduler writes every event through here, so it must
+    cost about what a hand-built dict did."""
+    cls = type(event)
+    to_data = _TO_DATA.get(cls) or _compile_to_data(cls)
+    return to_data(event)
 
 
-def _serialize(inst: Any, field: Any, value: Any) -> Any:
-    if isinstance(value, FailureClass):
-        return value.value
-    return value
+_TO_DATA: dict[type, Callable[[Any], dict[str, Any]]] = {}
+"""Each event class's data function (worked out on first use from what it declares)."""
+
+
+def _compile_to_data(cls: type) -> Callable[[Any], dict[str, Any]]:
+    """A function building the class's data as one dict literal (what attrs does for
+    ``__init__``): field names are identifiers, so the source is safe to compile."""
+    fields = attrs.fields(cls)
+    body = ", ".join(f"{f.name!r}: e.{f.name}" for f in fields)
+    lines = ["def to_data(e):", f"    d = {{{body}}}"]
+    for f in fields:
+        gate = f.name if f.metadata.get("omit_none") else f.metadata.get("only_with")
+        if gate is not None:
+            lines.append(f"    if e.{gate} is None: del d[{f.name!r}]")
+    lines.append("    return d")
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), f"<event_data {cls.__name__}>", "exec"), namespace)  # noqa: S102
+    to_data: Callable[[Any], dict[str, Any]] = namespace["to_data"]
+    _TO_DATA[cls] = to_data
+    return to_data

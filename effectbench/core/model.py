@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, TypeAlias
@@ -16,7 +17,7 @@ from typing import Any, TypeAlias
 import attrs
 import orjson
 
-from effectbench.core import versions
+from effectbench.core import hashing, versions
 from effectbench.core.errors import EffectBenchError
 
 SPEC_VERSION = versions.SPEC_VERSION
@@ -93,6 +94,15 @@ class ParamRef:
 Value: TypeAlias = JSONScalar | ParamRef
 
 
+def plain_value(v: Value) -> JSONScalar | dict[str, str]:
+    """A value as JSON: a scalar as is, a ParamRef as ``{"param": NAME}``."""
+    return {"param": v.name} if isinstance(v, ParamRef) else v
+
+
+def plain_values(m: Mapping[str, Value]) -> dict[str, Any]:
+    return {k: plain_value(v) for k, v in m.items()}
+
+
 def _check_selector(instance: Any, attribute: Any, value: Mapping[str, Value]) -> None:
     if not value:
         raise InvalidSpec(
@@ -139,6 +149,20 @@ class RecordWritten:
         if value < 0:
             raise InvalidSpec("RecordWritten.expected_count must be >= 0")
 
+    def plain(self) -> dict[str, Any]:
+        """The JSON form the codec writes and the content hash covers."""
+        key = self.idempotency_key
+        return {
+            "table": self.table,
+            "selector": plain_values(self.selector),
+            "expected_count": self.expected_count,
+            "idempotency_key": None if key is None else [key[0], plain_value(key[1])],
+            "forbid_collateral_loss": self.forbid_collateral_loss,
+            "forbid_stray_writes": self.forbid_stray_writes,
+            "count_new_only": self.count_new_only,
+            "id_field": self.id_field,
+        }
+
 
 @attrs.frozen
 class FieldEquals:
@@ -153,6 +177,9 @@ class FieldEquals:
             raise InvalidSpec(
                 "field_equals needs a field name: which column must hold the expected value?"
             )
+
+    def plain(self) -> dict[str, Any]:
+        return {"field": self.field, "expected": plain_value(self.expected)}
 
 
 @attrs.frozen
@@ -184,6 +211,22 @@ class Effect:
             ),
             field_equals=tuple(FieldEquals(f.field, sub(f.expected)) for f in self.field_equals),
         )
+
+    def plain(self) -> dict[str, Any]:
+        """The JSON form the codec writes and the content hash covers."""
+        return {
+            "record_written": self.record_written.plain(),
+            "field_equals": [f.plain() for f in self.field_equals],
+        }
+
+    def content_hash(self) -> str:
+        """Deprecated: use ``effectbench.core.hashing.content_hash(effect)``."""
+        warnings.warn(
+            "Effect.content_hash() is deprecated; use effectbench.core.hashing.content_hash",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return hashing.content_hash(self)
 
     @property
     def is_resolved(self) -> bool:

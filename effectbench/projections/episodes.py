@@ -44,6 +44,7 @@ from effectbench.core.events import (
     Reported,
 )
 from effectbench.core.model import Category, FailureClass, Snapshot, Substrate, TrueState
+from effectbench.core.rundir import LOG_FILE
 from effectbench.scoring.labels import score_episode
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
@@ -56,7 +57,7 @@ __all__ = [
     "project_episodes",
 ]
 
-LOG_NAME = "events.jsonl"
+LOG_NAME = LOG_FILE  # the old name, kept for importers
 INTERRUPTED = "did not finish (run interrupted)"
 _BAD_DATA = (KeyError, TypeError, ValueError, AttributeError, cattrs.BaseValidationError)
 

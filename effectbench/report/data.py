@@ -17,6 +17,7 @@ import attrs
 import orjson
 
 from effectbench.core.errors import EffectBenchError
+from effectbench.core.rundir import LOG_FILE, MANIFEST_FILE, METRICS_FILE, RESULTS_FILE
 
 __all__ = [
     "OUTCOME_COLUMNS",
@@ -35,10 +36,11 @@ __all__ = [
     "read_json",
 ]
 
-MANIFEST: Final = "manifest.json"
-METRICS: Final = "metrics.json"
-RESULTS: Final = "results.jsonl"
-LOG: Final = "events.jsonl"
+# The old names of the run's files here, kept for importers (core.rundir names them).
+MANIFEST: Final = MANIFEST_FILE
+METRICS: Final = METRICS_FILE
+RESULTS: Final = RESULTS_FILE
+LOG: Final = LOG_FILE
 TASK_LIMIT: Final = 1000
 """Tasks listed in the per-task table; beyond it the page says how many are left out."""
 

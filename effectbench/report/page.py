@@ -9,6 +9,7 @@ from typing import Any, Final
 
 import orjson
 
+from effectbench.core import rundir
 from effectbench.report.data import RESULTS, ReportError, load_run
 from effectbench.report.drill import (
     DRILL_LIMIT,
@@ -22,7 +23,7 @@ from effectbench.report.render import render, write_atomic
 
 __all__ = ["REPORT_FILE", "build_report"]
 
-REPORT_FILE: Final = "report.html"
+REPORT_FILE: Final = rundir.REPORT_FILE
 
 
 def _drills(data: Any, limit: int, wanted: Iterable[str]) -> tuple[list[EpisodeDrill], str]:

@@ -58,6 +58,7 @@ from effectbench.core.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    event_data,
 )
 from effectbench.core.model import AgentReport, FailureClass, Snapshot
 from effectbench.core.prices import price_calls
@@ -70,6 +71,8 @@ from effectbench.core.provider import (
     SkipEpisode,
     Telemetry,
 )
+from effectbench.core.rundir import LOG_FILE, RunDir
+from effectbench.run import statedir
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.run.runlock import run_lock_held, share_run_lock
@@ -79,7 +82,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("effectbench.run.scheduler")
 
-LOG_NAME = "events.jsonl"
+LOG_NAME = LOG_FILE  # the old name, kept: api.py and in-flight branches import it
 
 
 SchedulerOptions = RunOptions
@@ -256,6 +259,12 @@ def _store_screenshot(run_dir: Path, png: Any, label: Any) -> dict[str, Any]:
     return screenshot_event(run_dir, bytes(png), str(label))
 
 
+def _typed(event: Any) -> tuple[str, dict[str, Any]]:
+    """(type, data) of a typed event of effectbench.core.events: the only way the
+    scheduler writes a line, whether to its own log or to an executor's buffer."""
+    return event.TYPE, event_data(event)
+
+
 def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
     """An action's detail as JSON scalars; anything else becomes its repr, so one odd
     value from an arm cannot break the log writer."""
@@ -347,7 +356,7 @@ class Scheduler:
 
     @property
     def log_path(self) -> Path:
-        return self.run_dir / LOG_NAME
+        return RunDir(self.run_dir).log
 
     async def run(
         self,
@@ -408,11 +417,10 @@ class Scheduler:
                 )
             else:
                 for ep in abandoned:
-                    await emit(
-                        EpisodeAbandoned.TYPE,
-                        {
-                            "reason": "started before an interruption without a terminal event; run again"
-                        },
+                    await writer.emit_event(
+                        EpisodeAbandoned(
+                            "started before an interruption without a terminal event; run again"
+                        ),
                         ep,
                     )
                 await writer.emit_event(
@@ -450,13 +458,12 @@ class Scheduler:
                 raise
             finally:
                 with anyio.CancelScope(shield=True):
-                    await emit(
-                        RunFinished.TYPE,
-                        {
-                            "interrupted": interrupted,
-                            "episodes_finished": self._finished,
-                            "episodes_failed": self._failed,
-                        },
+                    await writer.emit_event(
+                        RunFinished(
+                            interrupted=interrupted,
+                            episodes_finished=self._finished,
+                            episodes_failed=self._failed,
+                        )
                     )
                 self._emit = None
         if self._start_error is not None:
@@ -525,10 +532,15 @@ class Scheduler:
     async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
         if not await self._start_browsers():
             return
+        hand_over = getattr(self.provider, "use_state_dir", None)
+        if callable(hand_over):  # the per-run root for episode state (effectbench.run.statedir)
+            hand_over(statedir.fresh_state_root(self.run_id))
         try:
             await self._run_provider(pending)
         finally:
             await self._stop_browsers()
+            if callable(hand_over):
+                statedir.remove_state_root(self.run_id)
 
     async def _run_provider(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
@@ -592,7 +604,7 @@ class Scheduler:
         await self._episode(spec)
 
     def planned_data(self, spec: EpisodeSpec) -> dict[str, Any]:
-        return self._planned_data(spec)
+        return event_data(self._planned(spec))
 
     def fail_start(self, message: str) -> None:
         """The provider could not start (on a worker): end the run as a failed start does."""
@@ -631,7 +643,7 @@ class Scheduler:
         finally:
             limiter.release_on_behalf_of(token)
 
-    def _planned_data(self, spec: EpisodeSpec) -> dict[str, Any]:
+    def _planned(self, spec: EpisodeSpec) -> EpisodePlanned:
         task = spec.task
         key = (task.task_id, spec.trial)
         cached = self._effects.get(key)
@@ -643,26 +655,26 @@ class Scheduler:
             if len(self._effects) < RESOLVE_CACHE_MAX:  # bounded: memory flat in the plan size
                 self._effects[key] = cached
         effect, digest = cached
-        return {
-            "arm": spec.arm,
-            "task_id": task.task_id,
-            "trial": spec.trial,
-            "params": dict(spec.params),
-            "category": task.category.value,
-            "substrate": task.substrate.value,
-            "split": task.split.value,
-            "reversible": task.reversible,
-            "effect_declared": task.effect_declared,
-            "correct_action_available": task.correct_action_available,
-            "effect": effect,
-            "effect_hash": digest,
-        }
+        return EpisodePlanned(
+            arm=spec.arm,
+            task_id=task.task_id,
+            trial=spec.trial,
+            params=dict(spec.params),
+            category=task.category.value,
+            substrate=task.substrate.value,
+            split=task.split.value,
+            reversible=task.reversible,
+            effect_declared=task.effect_declared,
+            correct_action_available=task.correct_action_available,
+            effect=effect,
+            effect_hash=digest,
+        )
 
     async def _episode(self, spec: EpisodeSpec) -> None:
         emit = self._emit
         assert emit is not None
         ep = spec.episode_id
-        await emit(EpisodePlanned.TYPE, self._planned_data(spec), ep)
+        await emit(*_typed(self._planned(spec)), ep)
         outcome = EpisodeOutcome(spec, FailureClass.UNKNOWN)
         failure: _Episode | None = None
         provisioned: ProvisionedEpisode | None = None
@@ -692,17 +704,11 @@ class Scheduler:
                 if teardown_error is not None and failure is None:
                     failure = _Episode(FailureClass.ENVIRONMENT, "teardown", teardown_error)
         if failure is None:
-            await emit(EpisodeFinished.TYPE, {}, ep)
+            await emit(*_typed(EpisodeFinished()), ep)
             self._finished += 1
         else:
             await emit(
-                EpisodeFailed.TYPE,
-                {
-                    "failure_class": failure.failure_class.value,
-                    "stage": failure.stage,
-                    "error": failure.error,
-                },
-                ep,
+                *_typed(EpisodeFailed(failure.failure_class, failure.stage, failure.error)), ep
             )
             self._failed += 1
             outcome = attrs.evolve(outcome, failure_class=failure.failure_class)
@@ -747,11 +753,8 @@ class Scheduler:
                 "provision",
                 f"provider returned {type(provisioned).__name__}, not a ProvisionedEpisode",
             )
-        await emit(
-            EpisodeProvisioned.TYPE,
-            {"setup_ms": (time.perf_counter() - t0) * 1000.0},
-            spec.episode_id,
-        )
+        setup_ms = (time.perf_counter() - t0) * 1000.0
+        await emit(*_typed(EpisodeProvisioned(setup_ms)), spec.episode_id)
         return provisioned
 
     async def _open_browser(self, spec: EpisodeSpec) -> EpisodeBrowser:
@@ -796,14 +799,10 @@ class Scheduler:
                     data = await anyio.to_thread.run_sync(
                         _store_screenshot, self.run_dir, shot.png, shot.label
                     )
-                    await emit(ArmScreenshot.TYPE, data, ep)
+                    await emit(*_typed(ArmScreenshot(**data)), ep)
             if i < len(actions):
                 action = actions[i]
-                await emit(
-                    ArmAction.TYPE,
-                    {"kind": str(action.kind), "detail": _json_safe(action.detail)},
-                    ep,
-                )
+                await emit(*_typed(ArmAction(str(action.kind), _json_safe(action.detail))), ep)
 
     async def _teardown(self, provisioned: ProvisionedEpisode) -> str | None:
         """Always runs, even when the run is being cancelled; bounded by teardown_timeout."""
@@ -818,7 +817,7 @@ class Scheduler:
         return None
 
     async def _read_oracle(
-        self, oracle: Oracle, spec: EpisodeSpec, type_: str, stage: str
+        self, oracle: Oracle, spec: EpisodeSpec, event: type[PreSnapshot | PostRead], stage: str
     ) -> Snapshot:
         """Read until readable or out of re-reads; every attempt is an event."""
         emit = self._emit
@@ -841,9 +840,7 @@ class Scheduler:
                     )
             except Exception as exc:  # noqa: BLE001 - the protocol says return unreadable; treat a raise the same way
                 snapshot = Snapshot.unreadable(_one_line(exc))
-            await emit(
-                type_, {"attempt": attempt, "snapshot": _snapshot_data(snapshot)}, spec.episode_id
-            )
+            await emit(*_typed(event(attempt, _snapshot_data(snapshot))), spec.episode_id)
             if snapshot.readable:
                 return snapshot
         raise _Episode(
@@ -856,7 +853,7 @@ class Scheduler:
         emit = self._emit
         assert emit is not None
         ep = spec.episode_id
-        pre = await self._read_oracle(provisioned.oracle, spec, PreSnapshot.TYPE, "pre_snapshot")
+        pre = await self._read_oracle(provisioned.oracle, spec, PreSnapshot, "pre_snapshot")
 
         arm = self.arms[spec.arm]
         env = provisioned.env
@@ -865,7 +862,7 @@ class Scheduler:
         view = TaskView.of(
             spec.task, spec.trial, episode_id=ep, params=spec.params, effect=spec.effect
         )
-        await emit(ArmStarted.TYPE, {}, ep)
+        await emit(*_typed(ArmStarted()), ep)
         t0 = time.perf_counter()
         arm_error: str | None = None
         report: Any = None
@@ -889,34 +886,30 @@ class Scheduler:
 
         await self._emit_telemetry(telemetry, ep)
         for injected in _injections(provisioned):
-            await emit(
-                Injected.TYPE,
-                {"kind": str(injected.kind), "detail": _json_safe(injected.detail)},
-                ep,
-            )
+            await emit(*_typed(Injected(str(injected.kind), _json_safe(injected.detail))), ep)
         await emit(
-            ArmTelemetry.TYPE,
-            _telemetry_data(
-                price_calls(telemetry.model_calls, self.options.prices),
-                len(telemetry.actions),
-                counts_model=getattr(arm, "uses_model", False) is True,
+            *_typed(
+                ArmTelemetry(
+                    **_telemetry_data(
+                        price_calls(telemetry.model_calls, self.options.prices),
+                        len(telemetry.actions),
+                        counts_model=getattr(arm, "uses_model", False) is True,
+                    )
+                )
             ),
             ep,
         )
         if arm_error is not None:
             raise _Episode(FailureClass.AGENT, "arm", arm_error)
         assert isinstance(report, AgentReport)
-        await emit(
-            Reported.TYPE,
-            {
-                "reported_success": bool(report.reported_success),
-                "halted": bool(report.halted),
-                "message": str(report.message),
-                "wall_ms": wall_ms,
-            },
-            ep,
+        reported = Reported(
+            reported_success=bool(report.reported_success),
+            halted=bool(report.halted),
+            message=str(report.message),
+            wall_ms=wall_ms,
         )
-        post = await self._read_oracle(provisioned.oracle, spec, PostRead.TYPE, "post_read")
+        await emit(*_typed(reported), ep)
+        post = await self._read_oracle(provisioned.oracle, spec, PostRead, "post_read")
         return EpisodeOutcome(spec, None, report, pre, post)
 
 

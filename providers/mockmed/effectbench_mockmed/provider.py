@@ -159,6 +159,15 @@ class MockMedProvider:
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
         self._live = LiveEpisodes()
+        self._pinned = tmp_root is not None or bool(os.environ.get(TMPDIR_ENV))
+        self._state_dir: Path | None = None
+
+    def use_state_dir(self, path: Path) -> None:
+        """The harness's per-run root for episode state (writing-a-provider.md), unless a
+        ``tmp_root`` (or $EFFECTBENCH_MOCKMED_TMPDIR) was given: the next run or resume of
+        this run cleans it after a kill."""
+        if not self._pinned:
+            self._state_dir = path
 
     def tasks(self) -> Sequence[TaskSpec]:
         return self.pack.tasks
@@ -174,7 +183,10 @@ class MockMedProvider:
         # aiohttp takes ~100 ms to import: only a run pays it, not `effectbench providers`.
         from effectbench_mockmed.client import Connections
 
-        root = Path(tempfile.mkdtemp(prefix="effectbench-mockmed-", dir=self._tmp_root))
+        if self._state_dir is not None:  # the run's root: a killed run's files go with it
+            root = Path(tempfile.mkdtemp(prefix="mockmed-", dir=self._state_dir))
+        else:
+            root = Path(tempfile.mkdtemp(prefix="effectbench-mockmed-", dir=self._tmp_root))
         try:
             template = root / "template.db"
             build_template(template, self.pack.schema)

@@ -1,0 +1,48 @@
+"""The one place a provider keeps per-episode state: a per-run temp root.
+
+A provider that defines ``use_state_dir(path)`` is handed ``<base>/effectbench-state-<run
+id>/`` before ``start()``: it puts its episode files (databases, uploads) there. The root
+is emptied before the provider starts and removed after it stops, so whatever a run
+killed with SIGKILL left behind is deleted by the next ``run --resume`` of that run (the
+run id is kept across resumes), while the run's lock on its log is held. ``<base>`` is
+``$EFFECTBENCH_STATE_DIR``, else /dev/shm when writable (episode files are created at
+hundreds per second), else the system temp dir.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Final
+
+STATE_DIR_ENV: Final = "EFFECTBENCH_STATE_DIR"
+
+
+def state_base() -> Path:
+    configured = os.environ.get(STATE_DIR_ENV)
+    if configured:
+        return Path(configured)
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return Path(tempfile.gettempdir())
+
+
+def state_root(run_id: str) -> Path:
+    """The run's per-episode state root (the run id made safe as a file name)."""
+    return state_base() / f"effectbench-state-{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id)}"
+
+
+def fresh_state_root(run_id: str) -> Path:
+    """The run's state root, emptied of anything an earlier (killed) session left."""
+    root = state_root(run_id)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    return root
+
+
+def remove_state_root(run_id: str) -> None:
+    shutil.rmtree(state_root(run_id), ignore_errors=True)

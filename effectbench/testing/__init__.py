@@ -1,0 +1,35 @@
+"""What a plugin's own tests need: an in-memory provider, small arms, the audit as one
+call, and run comparison without timing. Public and typed; docs/writing-a-provider.md
+("Testing your provider") and docs/writing-an-arm.md describe it. The pytest fixtures
+are in ``effectbench.testing.pytest_plugin``, loaded automatically by pytest.
+"""
+
+from __future__ import annotations
+
+from effectbench.testing.arms import HangingArm, NoopArm, RaisingArm, ScriptedArm, SleepArm
+from effectbench.testing.memory import (
+    MODES,
+    InMemoryProvider,
+    MemoryForm,
+    MemoryStore,
+    every_mode,
+    memory_task,
+)
+from effectbench.testing.runs import audit_report, strip_timing, untimed_run
+
+__all__ = [
+    "MODES",
+    "HangingArm",
+    "InMemoryProvider",
+    "MemoryForm",
+    "MemoryStore",
+    "NoopArm",
+    "RaisingArm",
+    "ScriptedArm",
+    "SleepArm",
+    "audit_report",
+    "every_mode",
+    "memory_task",
+    "strip_timing",
+    "untimed_run",
+]
