@@ -19,14 +19,21 @@ class ScriptedArm:
     the product's driver, records each as a ``submit`` action, and reports what the last
     screen said: the behaviour of an agent that trusts the screen."""
 
+    name: str = "scripted"
+    values: Mapping[str, JSONScalar] | None = None
+    times: int = 1
+    # Class defaults, so a subclass with its own __init__ (or attrs) still works.
+
     def __init__(
         self,
         values: Mapping[str, JSONScalar] | None = None,
         *,
         times: int = 1,
-        name: str = "scripted",
+        name: str | None = None,
     ) -> None:
-        self.values, self.times, self.name = values, times, name
+        self.values, self.times = values, times
+        if name is not None:
+            self.name = name
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         values = self.values if self.values is not None else task.solution
