@@ -40,7 +40,15 @@ import orjson
 from effectbench.arms.reference import REFERENCE_NAME, Solution, cannot_act, submit
 from effectbench.arms.reference import ReferenceArm as OracleArm
 from effectbench.core.arm import TaskView
-from effectbench.core.model import AgentReport, JSONScalar, trial_tag
+from effectbench.core.model import (
+    AgentReport,
+    AnyEffect,
+    Delete,
+    DiffEffect,
+    Insert,
+    JSONScalar,
+    trial_tag,
+)
 from effectbench.core.provider import EnvHandle
 
 __all__ = [
@@ -93,10 +101,38 @@ def _param_derived(value: JSONScalar, params: Mapping[str, str]) -> bool:
     return isinstance(value, str) and any(value == p for p in params.values() if p)
 
 
+def _checked(effect: AnyEffect | None) -> set[str]:
+    """The fields the effect checks: field_equals, or the values a diff's changes name."""
+    if effect is None:
+        return set()
+    if isinstance(effect, DiffEffect):
+        return {
+            f
+            for c in effect.changes
+            if not isinstance(c, Delete)
+            for f in (c.fields if isinstance(c, Insert) else c.after)
+        }
+    return {fe.field for fe in effect.field_equals}
+
+
+def _selector(effect: AnyEffect | None) -> set[str]:
+    """The columns that pick the record: the selector, or a diff's key columns."""
+    if effect is None:
+        return set()
+    if isinstance(effect, DiffEffect):
+        return {c for cols in effect.keys.values() for c in cols}
+    return set(effect.record_written.selector)
+
+
 def wrong_field_solution(task: TaskView, solution: Solution) -> tuple[Solution, str] | None:
     """The solution with one param-derived string field amended, and that field's name."""
-    checked = {fe.field for fe in task.effect.field_equals} if task.effect is not None else set()
-    key = task.effect.record_written.idempotency_key if task.effect is not None else None
+    checked = _checked(task.effect)
+    effect = task.effect
+    key = (
+        effect.record_written.idempotency_key
+        if effect is not None and not isinstance(effect, DiffEffect)
+        else None
+    )
     key_col = key[0] if key is not None else None
     candidates = [k for k, v in solution.items() if _param_derived(v, task.params)]
     ranked = (
@@ -133,7 +169,7 @@ def wrong_target_solution(
     for field in solution:
         if field in confusable and confusable[field] != solution[field]:
             return {**solution, field: confusable[field]}, field
-    selector = set(task.effect.record_written.selector) if task.effect is not None else set()
+    selector = _selector(task.effect)
     plain = [
         k
         for k, v in solution.items()

@@ -63,7 +63,15 @@ from effectbench.core.events import (
     PreSnapshot,
     RunStarted,
 )
-from effectbench.core.model import Category, Outcome, ParamRef, Snapshot, TaskSpec, TrueState
+from effectbench.core.model import (
+    Category,
+    DiffEffect,
+    Outcome,
+    ParamRef,
+    Snapshot,
+    TaskSpec,
+    TrueState,
+)
 from effectbench.log.reader import LogError, LoggedEvent, read_log
 from effectbench.oracles.sqlite import diff_snapshots
 from effectbench.projections.episodes import ProjectionError, project_episodes
@@ -141,7 +149,10 @@ def audit_arms(fields: int = 0) -> list[Arm]:
 
 def is_refusal_control(task: TaskSpec) -> bool:
     """A task whose correct behaviour is to write nothing, and which says so."""
-    return task.oracle.refusal_controls and task.expected_effect.record_written.expected_count == 0
+    effect = task.expected_effect
+    if isinstance(effect, DiffEffect):
+        return task.oracle.refusal_controls and not effect.changes and not effect.is_reference
+    return task.oracle.refusal_controls and effect.record_written.expected_count == 0
 
 
 @attrs.frozen

@@ -11,10 +11,10 @@ import hashlib
 import orjson
 
 from effectbench.core.codec import converter
-from effectbench.core.model import Effect
+from effectbench.core.model import AnyEffect
 
 
-def content_hash(effect: Effect) -> str:
+def content_hash(effect: AnyEffect) -> str:
     """A stable sha256 of the (resolved) contract, independent of dict order."""
     blob = orjson.dumps(converter.unstructure(effect), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(blob).hexdigest()

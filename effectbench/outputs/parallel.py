@@ -213,6 +213,7 @@ def _scan(path: Path, end: int, w: int, workers: int, root: Path, spill_file: An
                     set_line(event, n)
                     if ep is None:
                         facts.see(event)
+                        feed(event)  # run.started names the scoring version
                         continue
                     if facts.started is None:
                         facts.too_early(event)

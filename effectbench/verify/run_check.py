@@ -467,11 +467,12 @@ def verify_run(
         if metrics is not None:
             _compare(metrics, rebuilt_metrics, "", METRICS_FILE, reasons)
         if isinstance(manifest, dict):
-            if manifest.get("versions", {}).get("scoring") != scoring_version():
+            rescored_under = rebuilt_manifest.get("versions", {}).get("scoring")
+            if manifest.get("versions", {}).get("scoring") != rescored_under:
                 reasons.add(
                     MANIFEST_FILE,
-                    f"scored under scoring version {manifest.get('versions', {}).get('scoring')!r}; this verifier "
-                    f"implements {scoring_version()!r} (rescore the run to compare)",
+                    f"scored under scoring version {manifest.get('versions', {}).get('scoring')!r}; its log "
+                    f"rescores under {rescored_under!r} (rescore the run to compare)",
                 )
             for key in _MANIFEST_SAME:
                 _compare(manifest.get(key), rebuilt_manifest.get(key), key, MANIFEST_FILE, reasons)
@@ -627,7 +628,7 @@ def _rederive(
     where: str, row: Mapping[str, Any], task: TaskSpec, trial: int, reasons: _Reasons, source: str
 ) -> EpisodeRecord | None:
     """The row's labels from its raw fields; every mismatch with its claims is a reason."""
-    from effectbench.core.codec import converter
+    from effectbench.core.codec import converter, structure_any_effect
     from effectbench.scoring.labels import score_episode
 
     params = trial_params(task, trial)
@@ -650,7 +651,7 @@ def _rederive(
     effect = task.expected_effect.resolve(params)
     effect_hash = content_hash(effect)
     try:
-        row_effect_hash = content_hash(converter.structure(row.get("effect"), Effect))
+        row_effect_hash = content_hash(structure_any_effect(row.get("effect")))
     except Exception:  # noqa: BLE001 - untrusted submission content
         row_effect_hash = None
     if row_effect_hash != effect_hash or row.get("effect_hash") != effect_hash:
