@@ -607,14 +607,16 @@ def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: 
     proxied = tmp_path / "proxied"  # episode.injected comes from the fault proxy
     _cli("run", "--provider", "mockmed-proxy", "--trials", "1", "--arm", "screen_only",
          "--out", str(proxied))  # fmt: skip
+    diffs = tmp_path / "diffs"  # the reference reads come from reference-mode diffs
+    _cli("run", "--provider", "mockmed-diff", "--trials", "1", "--arm", "screen_only",
+         "--task", "*-ref-*", "--out", str(diffs))  # fmt: skip
     schema = load_event_schema()
     seen = set()
-    for path in (log, timed_out / "events.jsonl", proxied / "events.jsonl"):
+    logs = (log, timed_out / "events.jsonl", proxied / "events.jsonl", diffs / "events.jsonl")
+    for path in logs:
         for raw in lines_of(path):
             line = orjson.loads(raw)
             assert _check(schema, line, schema) == [], raw
             seen.add(line["type"])
     # HTTP arms take no screenshots: browser runs' lines are checked in test_browser_anchor.py
-    # the reference reads come from reference-mode diffs: checked in test_mockmed_diff.py
-    reference = {ev.ReferencePreSnapshot.TYPE, ev.ReferencePostRead.TYPE}
-    assert seen == set(ev.EVENT_TYPES) - {ev.ArmScreenshot.TYPE} - reference
+    assert seen == set(ev.EVENT_TYPES) - {ev.ArmScreenshot.TYPE}

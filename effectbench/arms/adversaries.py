@@ -28,6 +28,15 @@ How each adversary builds its payload (the documented mutation rules):
   that other existing value; else a boolean is flipped, an integer gets +1, a float is
   scaled by 100, a string gets ``-x`` appended). A task with fewer fixed fields gives
   the arm nothing to do: it writes nothing and claims success.
+
+Two more attack diff tasks (SPEC 5.3), so the audit runs them where a task's effect is a
+state diff (``DIFF_ADVERSARY_NAMES``):
+
+- ``extra_change``: submits the solution, then the ``wrong_target`` payload too (the
+  right change plus one on a confusable record); with no target to redirect it writes
+  nothing and claims success.
+- ``partial_diff``: submits the solution with its last field (solution order) emptied,
+  a submission that carries only part of the change (a visit without its amount).
 """
 
 from __future__ import annotations
@@ -53,24 +62,29 @@ from effectbench.core.provider import EnvHandle
 
 __all__ = [
     "ADVERSARY_NAMES",
+    "DIFF_ADVERSARY_NAMES",
     "REFERENCE_NAME",
     "CrossTrialArm",
     "DuplicateArm",
+    "ExtraChangeArm",
     "HaltArm",
     "NullArm",
     "OracleArm",
+    "PartialDiffArm",
     "PhantomArm",
     "WrongFieldArm",
     "WrongTargetArm",
     "WrongValueArm",
     "cross_trial_solution",
     "parse_episode_id",
+    "partial_solution",
     "wrong_field_solution",
     "wrong_target_solution",
     "wrong_value_names",
     "wrong_value_solution",
 ]
 
+DIFF_ADVERSARY_NAMES: Final = ("extra_change", "partial_diff")
 ADVERSARY_NAMES: Final = (
     "null",
     "halt",
@@ -201,6 +215,14 @@ def cross_trial_solution(task: TaskView, solution: Solution) -> tuple[Solution, 
     if replayed == dict(solution):
         return None
     return replayed, other_trial
+
+
+def partial_solution(solution: Solution) -> tuple[Solution, str] | None:
+    """The solution with its last field emptied, and that field; None for an empty one."""
+    if not solution:
+        return None
+    field = list(solution)[-1]
+    return {**solution, field: ""}, field
 
 
 WRONG_VALUE_PREFIX: Final = "wrong_value_"
@@ -370,6 +392,44 @@ class WrongValueArm(_FieldMutationArm):
         self, task: TaskView, solution: Solution, env: EnvHandle
     ) -> tuple[Solution, str] | None:
         return wrong_value_solution(task, solution, env.channels, self.index)
+
+
+class PartialDiffArm(_FieldMutationArm):
+    """Submits the solution with its last field emptied: a change that lands in part."""
+
+    name: str = "partial_diff"
+
+    def mutate(
+        self, task: TaskView, solution: Solution, env: EnvHandle
+    ) -> tuple[Solution, str] | None:
+        return partial_solution(solution)
+
+
+class ExtraChangeArm(_Adversary):
+    """Makes the right change and one more, on a confusable record: an oracle that checks
+    only the change it expects, not that nothing else changed, passes it."""
+
+    name: str = "extra_change"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        why = cannot_act(task, env)
+        extra = (
+            None
+            if why is not None or task.solution is None
+            else wrong_target_solution(task, task.solution, env.channels)
+        )
+        if extra is None or task.solution is None:
+            env.telemetry.action(
+                "adversary", attack=self.name, wrote=False, reason=why or "no target field"
+            )
+            return self._claim()
+        values, field = extra
+        env.telemetry.action(
+            "adversary", attack=self.name, wrote=True, field=field, value=values[field]
+        )
+        await submit(env, task.solution, 1)
+        await submit(env, values, 2)
+        return self._claim()
 
 
 class CrossTrialArm(_Adversary):

@@ -71,6 +71,7 @@ from effectbench.core.provider import (
 )
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
+from effectbench.run.twin import reference_program, run_twin
 
 if TYPE_CHECKING:
     from effectbench.browser import BrowserPool, EpisodeBrowser
@@ -925,6 +926,11 @@ class Scheduler:
             ep,
         )
         post = await self._read_oracle(provisioned.oracle, spec, PostRead.TYPE, "post_read")
+        program = reference_program(spec.effect, self.arms)
+        if program is not None:  # a reference-mode diff: its expected diff comes from a twin
+            twin_error = await run_twin(self.provider, spec, *program, self.options, emit)
+            if twin_error is not None:
+                raise _Episode(FailureClass.ENVIRONMENT, "reference", twin_error)
         return EpisodeOutcome(spec, None, report, pre, post)
 
 

@@ -35,7 +35,14 @@ from effectbench.core.model import (
     VerdictStatus,
 )
 
-__all__ = ["ObservedDiff", "TableDiff", "expected_from_reference", "judge_diff", "observe"]
+__all__ = [
+    "ObservedDiff",
+    "TableDiff",
+    "describe_diff",
+    "expected_from_reference",
+    "judge_diff",
+    "observe",
+]
 
 _Key: TypeAlias = tuple[str, ...]
 _MISSING = object()
@@ -168,6 +175,30 @@ def expected_from_reference(
         for r in d.deleted:
             changes.append(Delete(d.table, {c: r.get(c) for c in cols} if cols else dict(r)))
     return tuple(changes)
+
+
+def describe_diff(effect: DiffEffect) -> tuple[str, ...]:
+    """One line per expected change, then the allow-list (the report's contract view)."""
+
+    def short(m: Mapping[str, Value]) -> str:
+        return "{" + ", ".join(f"{k}: {v!r}" for k, v in m.items()) + "}"
+
+    if effect.is_reference:
+        lines = [f"the diff reference program {effect.reference!r} makes on a twin"]
+    else:
+        lines = []
+        for c in effect.changes:
+            if isinstance(c, Insert):
+                lines.append(f"insert {c.count} row(s) into {c.table!r} holding {short(c.fields)}")
+            elif isinstance(c, Update):
+                lines.append(f"update {c.table!r} {short(c.key)} to {short(c.after)}")
+            else:
+                lines.append(f"delete {c.table!r} {short(c.key)}")
+        lines = lines or ["no change at all (a diff of nothing)"]
+    lines.append(
+        "nothing else changes" + (f", except {', '.join(effect.allow)}" if effect.allow else "")
+    )
+    return tuple(lines)
 
 
 # --------------------------------------------------------------------------- matching

@@ -27,7 +27,6 @@ from effectbench.audit.attest import attestations
 from effectbench.core.hashing import content_hash
 from effectbench.core.model import (
     SPEC_VERSION,
-    Effect,
     FailureClass,
     Snapshot,
     TaskSpec,
@@ -205,7 +204,7 @@ def _plan_checks(
     """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan.
 
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
-    from effectbench.core.codec import converter
+    from effectbench.core.codec import converter, structure_any_effect
     from effectbench.core.events import TERMINAL_TYPES, ArmScreenshot
     from effectbench.evidence import check_blob
     from effectbench.log.reader import LogCorrupt, LogError, read_log
@@ -287,7 +286,7 @@ def _plan_checks(
                     f"event #{ev.seq} ({ev.ep}): params are not the trial payload of ({task.task_id}, {trial})",
                 )
             try:
-                logged = converter.structure(d.get("effect"), Effect).resolve(d.get("params") or {})
+                logged = structure_any_effect(d.get("effect")).resolve(d.get("params") or {})
                 logged_hash = content_hash(logged)
             except Exception:  # noqa: BLE001 - untrusted log content
                 logged_hash = None
