@@ -222,3 +222,13 @@ def test_codec_round_trip_and_resolve() -> None:
     assert isinstance(resolved, DiffEffect) and resolved.is_resolved
     with pytest.raises(InvalidSpec, match="not both"):
         structure_any_effect({**raw, "record_written": {}})
+
+
+def test_diff_tasks_round_trip_through_task_json() -> None:
+    from effectbench_mockmed.packs_diff import TASKS
+
+    from effectbench.core.codec import from_json, to_json
+    from effectbench.core.model import TaskSpec
+
+    for task in TASKS:
+        assert from_json(to_json(task), TaskSpec) == task

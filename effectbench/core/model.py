@@ -260,7 +260,7 @@ class Delete:
     )
 
 
-Change: TypeAlias = "Insert | Update | Delete"
+Change: TypeAlias = Insert | Update | Delete
 
 
 def _changes_tuple(value: Iterable[Change]) -> tuple[Change, ...]:
@@ -374,7 +374,7 @@ class DiffEffect:
         return True
 
 
-AnyEffect: TypeAlias = "Effect | DiffEffect"
+AnyEffect: TypeAlias = Effect | DiffEffect
 """What a task declares: the insert clause of SPEC 1.0 or a state diff (SPEC 1.1)."""
 
 
