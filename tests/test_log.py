@@ -616,9 +616,13 @@ def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: 
     proxied = tmp_path / "proxied"  # episode.injected comes from the fault proxy
     _cli("run", "--provider", "mockmed-proxy", "--trials", "1", "--arm", "screen_only",
          "--out", str(proxied))  # fmt: skip
+    diffs = tmp_path / "diffs"  # the reference reads come from reference-mode diffs
+    _cli("run", "--provider", "mockmed-diff", "--trials", "1", "--arm", "screen_only",
+         "--task", "*-ref-*", "--out", str(diffs))  # fmt: skip
     schema = load_event_schema()
     seen = set()
-    for path in (log, timed_out / "events.jsonl", proxied / "events.jsonl"):
+    logs = (log, timed_out / "events.jsonl", proxied / "events.jsonl", diffs / "events.jsonl")
+    for path in logs:
         assert_every_line_is_a_typed_event(path)
         for raw in lines_of(path):
             line = orjson.loads(raw)

@@ -330,4 +330,4 @@ def test_any_json_decodes_to_a_task_or_invalid_spec(
 def test_spec_md_states_the_spec_version_the_code_implements() -> None:
     spec = (Path(__file__).resolve().parents[1] / "SPEC.md").read_text(encoding="utf-8")
     assert f"**Spec version: {SPEC_VERSION}**" in spec.splitlines()[2]
-    assert SPEC_VERSION == "1.0.0"
+    assert SPEC_VERSION == "1.1.0"

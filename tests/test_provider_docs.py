@@ -13,13 +13,17 @@ import pytest
 from effectbench.arm import TaskView
 from effectbench.model import (
     AgentReport,
+    Delete,
+    DiffEffect,
     Effect,
     FieldEquals,
+    Insert,
     OracleSpec,
     ParamRef,
     RecordWritten,
     Snapshot,
     TaskSpec,
+    Update,
 )
 from effectbench.provider import (
     ActionRecord,
@@ -54,6 +58,10 @@ TYPES: list[type] = [
     Effect,
     RecordWritten,
     FieldEquals,
+    DiffEffect,
+    Insert,
+    Update,
+    Delete,
     ParamRef,
     OracleSpec,
     Snapshot,

@@ -47,7 +47,7 @@ def test_a_resume_after_sigkill_leaves_no_stale_episode_files(tmp_path: Path) ->
 
     os.environ["EFFECTBENCH_STATE_DIR"] = env["EFFECTBENCH_STATE_DIR"]
     try:
-        root = state_root(run_id)
+        root = state_root(run_id, out)
     finally:
         del os.environ["EFFECTBENCH_STATE_DIR"]
     stale = [p for p in root.rglob("*") if p.is_file()]
@@ -62,3 +62,16 @@ def test_a_resume_after_sigkill_leaves_no_stale_episode_files(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr.decode()
     assert not root.exists()
     assert not any((tmp_path / "state").iterdir())
+
+
+def test_two_runs_of_one_plan_in_one_second_get_their_own_state_roots(tmp_path: Path) -> None:
+    """The run id is the start second and the plan hash, so two identical runs started
+    together share it; their state roots must still differ, or one run's start (which
+    empties its root) deletes the other's databases mid-run."""
+    from effectbench.run.statedir import state_root
+
+    run_id = "20261201T121629Z-89124113"
+    a, b = state_root(run_id, tmp_path / "a"), state_root(run_id, tmp_path / "b")
+    assert a != b
+    assert state_root(run_id, tmp_path / "a") == a  # a resume finds its own again
+    assert state_root(run_id, tmp_path / "x" / ".." / "a") == a

@@ -28,6 +28,15 @@ How each adversary builds its payload (the documented mutation rules):
   that other existing value; else a boolean is flipped, an integer gets +1, a float is
   scaled by 100, a string gets ``-x`` appended). A task with fewer fixed fields gives
   the arm nothing to do: it writes nothing and claims success.
+
+Two more attack diff tasks (SPEC 5.3), so the audit runs them where a task's effect is a
+state diff (``DIFF_ADVERSARY_NAMES``):
+
+- ``extra_change``: submits the solution, then the ``wrong_target`` payload too (the
+  right change plus one on a confusable record); with no target to redirect it writes
+  nothing and claims success.
+- ``partial_diff``: submits the solution with its last field (solution order) emptied,
+  a submission that carries only part of the change (a visit without its amount).
 """
 
 from __future__ import annotations
@@ -40,29 +49,42 @@ import orjson
 from effectbench.arms.reference import REFERENCE_NAME, Solution, cannot_act, submit
 from effectbench.arms.reference import ReferenceArm as OracleArm
 from effectbench.core.arm import TaskView
-from effectbench.core.model import AgentReport, JSONScalar, trial_tag
+from effectbench.core.model import (
+    AgentReport,
+    AnyEffect,
+    Delete,
+    DiffEffect,
+    Insert,
+    JSONScalar,
+    trial_tag,
+)
 from effectbench.core.provider import EnvHandle
 
 __all__ = [
     "ADVERSARY_NAMES",
+    "DIFF_ADVERSARY_NAMES",
     "REFERENCE_NAME",
     "CrossTrialArm",
     "DuplicateArm",
+    "ExtraChangeArm",
     "HaltArm",
     "NullArm",
     "OracleArm",
+    "PartialDiffArm",
     "PhantomArm",
     "WrongFieldArm",
     "WrongTargetArm",
     "WrongValueArm",
     "cross_trial_solution",
     "parse_episode_id",
+    "partial_solution",
     "wrong_field_solution",
     "wrong_target_solution",
     "wrong_value_names",
     "wrong_value_solution",
 ]
 
+DIFF_ADVERSARY_NAMES: Final = ("extra_change", "partial_diff")
 ADVERSARY_NAMES: Final = (
     "null",
     "halt",
@@ -93,10 +115,38 @@ def _param_derived(value: JSONScalar, params: Mapping[str, str]) -> bool:
     return isinstance(value, str) and any(value == p for p in params.values() if p)
 
 
+def _checked(effect: AnyEffect | None) -> set[str]:
+    """The fields the effect checks: field_equals, or the values a diff's changes name."""
+    if effect is None:
+        return set()
+    if isinstance(effect, DiffEffect):
+        return {
+            f
+            for c in effect.changes
+            if not isinstance(c, Delete)
+            for f in (c.fields if isinstance(c, Insert) else c.after)
+        }
+    return {fe.field for fe in effect.field_equals}
+
+
+def _selector(effect: AnyEffect | None) -> set[str]:
+    """The columns that pick the record: the selector, or a diff's key columns."""
+    if effect is None:
+        return set()
+    if isinstance(effect, DiffEffect):
+        return {c for cols in effect.keys.values() for c in cols}
+    return set(effect.record_written.selector)
+
+
 def wrong_field_solution(task: TaskView, solution: Solution) -> tuple[Solution, str] | None:
     """The solution with one param-derived string field amended, and that field's name."""
-    checked = {fe.field for fe in task.effect.field_equals} if task.effect is not None else set()
-    key = task.effect.record_written.idempotency_key if task.effect is not None else None
+    checked = _checked(task.effect)
+    effect = task.effect
+    key = (
+        effect.record_written.idempotency_key
+        if effect is not None and not isinstance(effect, DiffEffect)
+        else None
+    )
     key_col = key[0] if key is not None else None
     candidates = [k for k, v in solution.items() if _param_derived(v, task.params)]
     ranked = (
@@ -133,7 +183,7 @@ def wrong_target_solution(
     for field in solution:
         if field in confusable and confusable[field] != solution[field]:
             return {**solution, field: confusable[field]}, field
-    selector = set(task.effect.record_written.selector) if task.effect is not None else set()
+    selector = _selector(task.effect)
     plain = [
         k
         for k, v in solution.items()
@@ -165,6 +215,14 @@ def cross_trial_solution(task: TaskView, solution: Solution) -> tuple[Solution, 
     if replayed == dict(solution):
         return None
     return replayed, other_trial
+
+
+def partial_solution(solution: Solution) -> tuple[Solution, str] | None:
+    """The solution with its last field emptied, and that field; None for an empty one."""
+    if not solution:
+        return None
+    field = list(solution)[-1]
+    return {**solution, field: ""}, field
 
 
 WRONG_VALUE_PREFIX: Final = "wrong_value_"
@@ -334,6 +392,44 @@ class WrongValueArm(_FieldMutationArm):
         self, task: TaskView, solution: Solution, env: EnvHandle
     ) -> tuple[Solution, str] | None:
         return wrong_value_solution(task, solution, env.channels, self.index)
+
+
+class PartialDiffArm(_FieldMutationArm):
+    """Submits the solution with its last field emptied: a change that lands in part."""
+
+    name: str = "partial_diff"
+
+    def mutate(
+        self, task: TaskView, solution: Solution, env: EnvHandle
+    ) -> tuple[Solution, str] | None:
+        return partial_solution(solution)
+
+
+class ExtraChangeArm(_Adversary):
+    """Makes the right change and one more, on a confusable record: an oracle that checks
+    only the change it expects, not that nothing else changed, passes it."""
+
+    name: str = "extra_change"
+
+    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
+        why = cannot_act(task, env)
+        extra = (
+            None
+            if why is not None or task.solution is None
+            else wrong_target_solution(task, task.solution, env.channels)
+        )
+        if extra is None or task.solution is None:
+            env.telemetry.action(
+                "adversary", attack=self.name, wrote=False, reason=why or "no target field"
+            )
+            return self._claim()
+        values, field = extra
+        env.telemetry.action(
+            "adversary", attack=self.name, wrote=True, field=field, value=values[field]
+        )
+        await submit(env, task.solution, 1)
+        await submit(env, values, 2)
+        return self._claim()
 
 
 class CrossTrialArm(_Adversary):

@@ -41,11 +41,14 @@ import attrs
 
 from effectbench.arms.adversaries import (
     ADVERSARY_NAMES,
+    DIFF_ADVERSARY_NAMES,
     REFERENCE_NAME,
     CrossTrialArm,
     DuplicateArm,
+    ExtraChangeArm,
     HaltArm,
     NullArm,
+    PartialDiffArm,
     PhantomArm,
     WrongFieldArm,
     WrongTargetArm,
@@ -64,7 +67,15 @@ from effectbench.core.events import (
     PreSnapshot,
     RunStarted,
 )
-from effectbench.core.model import Category, Outcome, ParamRef, Snapshot, TaskSpec, TrueState
+from effectbench.core.model import (
+    Category,
+    DiffEffect,
+    Outcome,
+    ParamRef,
+    Snapshot,
+    TaskSpec,
+    TrueState,
+)
 from effectbench.log.reader import LogError, LoggedEvent, read_log
 from effectbench.oracles.sqlite import diff_snapshots
 from effectbench.projections.episodes import ProjectionError, project_episodes
@@ -74,6 +85,7 @@ from effectbench.scoring.records import EpisodeRecord
 __all__ = [
     "AUDIT_ARMS",
     "AUDIT_FILE",
+    "DIFF_ADVERSARY_NAMES",
     "AuditError",
     "AuditReport",
     "TaskAudit",
@@ -118,13 +130,18 @@ def fixed_fields(task: TaskSpec) -> int:
 
 
 def value_arm_names(tasks: Sequence[TaskSpec]) -> tuple[str, ...]:
-    """The per-field arms an audit of ``tasks`` runs (enough for the widest solution)."""
-    return wrong_value_names(max((fixed_fields(t) for t in tasks), default=0))
+    """The per-field arms an audit of ``tasks`` runs (enough for the widest solution),
+    then the diff adversaries when any task's effect is a state diff."""
+    names = wrong_value_names(max((fixed_fields(t) for t in tasks), default=0))
+    if any(isinstance(t.expected_effect, DiffEffect) for t in tasks):
+        names += DIFF_ADVERSARY_NAMES
+    return names
 
 
-def audit_arms(fields: int = 0) -> list[Arm]:
+def audit_arms(fields: int = 0, diffs: bool = False) -> list[Arm]:
     """Fresh instances of the reference arm and every adversary, in AUDIT_ARMS order,
-    then one ``wrong_value_<i>`` arm per fixed field (``fields`` of them)."""
+    then one ``wrong_value_<i>`` arm per fixed field (``fields`` of them), then (``diffs``)
+    the diff adversaries."""
     arms: list[Arm] = [
         ReferenceArm(),
         NullArm(),
@@ -136,13 +153,19 @@ def audit_arms(fields: int = 0) -> list[Arm]:
         CrossTrialArm(),
         *(WrongValueArm(i) for i in range(1, fields + 1)),
     ]
-    assert tuple(a.name for a in arms) == AUDIT_ARMS + wrong_value_names(fields)
+    if diffs:
+        arms += [ExtraChangeArm(), PartialDiffArm()]
+    extra = DIFF_ADVERSARY_NAMES if diffs else ()
+    assert tuple(a.name for a in arms) == AUDIT_ARMS + wrong_value_names(fields) + extra
     return arms
 
 
 def is_refusal_control(task: TaskSpec) -> bool:
     """A task whose correct behaviour is to write nothing, and which says so."""
-    return task.oracle.refusal_controls and task.expected_effect.record_written.expected_count == 0
+    effect = task.expected_effect
+    if isinstance(effect, DiffEffect):
+        return task.oracle.refusal_controls and not effect.changes and not effect.is_reference
+    return task.oracle.refusal_controls and effect.record_written.expected_count == 0
 
 
 @attrs.frozen
@@ -332,6 +355,24 @@ def _audit_task(
             failed[BROKEN].append(
                 f"reference did not reach the correct effect on {r.episode_id}: {state}{detail} [{_pointer(r)}]"
             )
+
+    # (a'') a reference diff: its program must reach CORRECT on a fault-free twin (the
+    # control), judged against its own twin's diff, so one that does nothing or whose diff
+    # moves with something the allow-list does not cover is caught.
+    effect = task.expected_effect
+    if isinstance(effect, DiffEffect) and effect.is_reference:
+        if effect.reference != REFERENCE_NAME:
+            failed[INCOMPLETE].append(
+                f"the reference program {effect.reference!r} is not the audit's reference arm "
+                f"{REFERENCE_NAME!r}, so nothing shows it reaches the correct diff"
+            )
+        elif task.category is not Category.CONTROL:
+            failed[INCOMPLETE].append(
+                "a reference diff is audited on a fault-free twin: declare the task's control "
+                "(category control) so its reference program is shown to reach CORRECT there"
+            )
+        elif not task.correct_action_available:
+            failed[BROKEN].append("a reference diff's control must declare a correct action")
 
     # (a') the fault fires: on a fault task without a correct action, the naive submission
     # (the reference: the solution sent once, trusting the screen) must miss the effect.

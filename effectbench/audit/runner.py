@@ -70,10 +70,12 @@ async def audit_provider(
             f"audit directory {out_dir} already exists and is not empty; choose another --out or pass --force "
             "to replace it"
         )
-    fields = len(checks.value_arm_names(_listed_tasks(provider, registry, task_globs)))
+    names = checks.value_arm_names(_listed_tasks(provider, registry, task_globs))
+    diffs = set(checks.DIFF_ADVERSARY_NAMES) <= set(names)
+    fields = len(names) - (len(checks.DIFF_ADVERSARY_NAMES) if diffs else 0)
     try:
         result = await evaluate_provider_async(
-            checks.audit_arms(fields),
+            checks.audit_arms(fields, diffs),
             provider,
             trials=trials,
             concurrency=concurrency,

@@ -14,7 +14,7 @@ import attrs
 
 from effectbench.core.model import (
     AgentReport,
-    Effect,
+    AnyEffect,
     JSONScalar,
     Substrate,
     TaskSpec,
@@ -38,7 +38,7 @@ class TaskView:
     goal: str
     substrate: Substrate
     params: Mapping[str, str]
-    effect: Effect | None
+    effect: AnyEffect | None
     solution: Mapping[str, JSONScalar] | None
     trial: int
 
@@ -50,7 +50,7 @@ class TaskView:
         *,
         episode_id: str,
         params: Mapping[str, str] | None = None,
-        effect: Effect | None = None,
+        effect: AnyEffect | None = None,
     ) -> TaskView:
         """What an arm may see of ``task`` in one trial: the one place that rule lives.
 

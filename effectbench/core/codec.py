@@ -13,9 +13,13 @@ import cattrs
 import orjson
 
 from effectbench.core.model import (
+    AnyEffect,
     Category,
+    Delete,
+    DiffEffect,
     Effect,
     FieldEquals,
+    Insert,
     InvalidSpec,
     OracleSpec,
     ParamRef,
@@ -24,6 +28,7 @@ from effectbench.core.model import (
     Split,
     Substrate,
     TaskSpec,
+    Update,
     Value,
     plain_value,
     plain_values,
@@ -144,6 +149,74 @@ def _structure_effect(d: Any) -> Effect:
     )
 
 
+def _structure_change(d: Any, where: str) -> Insert | Update | Delete:
+    d = _obj(d, where)
+    kinds = [k for k in ("insert", "update", "delete") if k in d]
+    if len(kinds) != 1:
+        raise InvalidSpec(
+            f"{where} must name its table under exactly one of insert, update, delete"
+        )
+    kind = kinds[0]
+    table = _str(d, kind, where)
+    if kind == "insert":
+        return Insert(
+            table,
+            _values(_take(d, "fields", where, _MISSING), f"{where}.fields"),
+            _int(d, "count", where, 1),
+        )
+    key = _values(_take(d, "key", where, _MISSING), f"{where}.key")
+    if kind == "delete":
+        return Delete(table, key)
+    return Update(
+        table,
+        key,
+        _values(_take(d, "after", where, _MISSING), f"{where}.after"),
+        _values(_take(d, "before", where, {}), f"{where}.before"),
+    )
+
+
+def _structure_diff(d: Any) -> DiffEffect:
+    where = "diff"
+    d = _obj(d, where)
+    changes = _take(d, "changes", where, [])
+    if not isinstance(changes, _ARRAY):
+        raise InvalidSpec(f"{where}: 'changes' must be a list, got {changes!r}")
+    keys = _obj(_take(d, "keys", where, {}), f"{where}.keys")
+    for table, cols in keys.items():
+        if not isinstance(cols, _ARRAY) or not cols or not all(type(c) is str for c in cols):
+            raise InvalidSpec(f"{where}.keys.{table} must be a non-empty list of column names")
+    allow = _take(d, "allow", where, [])
+    if not isinstance(allow, _ARRAY) or not all(type(a) is str for a in allow):
+        raise InvalidSpec(f"{where}: 'allow' must be a list of 'table.field' strings")
+    reference = _take(d, "reference", where, None)
+    if reference is not None and type(reference) is not str:
+        raise InvalidSpec(f"{where}: 'reference' must be an arm name, got {reference!r}")
+    mode = _str(d, "mode", where, "declared")
+    if mode not in ("declared", "reference"):
+        raise InvalidSpec(f"{where}: mode {mode!r} is not one of declared, reference")
+    return DiffEffect(
+        changes=tuple(_structure_change(c, f"{where}.changes[{i}]") for i, c in enumerate(changes)),
+        keys=keys,
+        allow=tuple(allow),
+        mode=mode,
+        reference=reference,
+    )
+
+
+unstructure_diff = DiffEffect.plain
+"""``{"diff": {...}}``: the JSON form of a state diff (it lives on the type, so hashing
+needs no codec)."""
+
+
+def structure_any_effect(d: Any) -> AnyEffect:
+    """An insert clause (``record_written``) or a state diff (``diff``)."""
+    if isinstance(d, Mapping) and "diff" in d:
+        if "record_written" in d:
+            raise InvalidSpec("an effect is either record_written or diff, not both")
+        return _structure_diff(d["diff"])
+    return _structure_effect(d)
+
+
 def _structure_oracle(d: Any) -> OracleSpec:
     where = "oracle"
     d = _obj(d, where)
@@ -199,7 +272,7 @@ def _structure_task(raw: Any) -> TaskSpec:
             substrate=_enum(d, "substrate", Substrate, where),
             category=_enum(d, "category", Category, where, None),
             goal=_str(d, "goal", where),
-            expected_effect=_structure_effect(_take(d, "expected_effect", where, _MISSING)),
+            expected_effect=structure_any_effect(_take(d, "expected_effect", where, _MISSING)),
             oracle=_structure_oracle(_take(d, "oracle", where, {})),
             correct_action_available=_bool(d, "correct_action_available", where),
             params=dict(params),
@@ -255,6 +328,8 @@ def _make_converter() -> cattrs.Converter:
     c.register_unstructure_hook(Effect, Effect.plain)
     c.register_structure_hook(FieldEquals, lambda d, _: _structure_field_equals(d))
     c.register_structure_hook(Effect, lambda d, _: _structure_effect(d))
+    c.register_unstructure_hook(DiffEffect, unstructure_diff)
+    c.register_structure_hook(DiffEffect, lambda d, _: structure_any_effect(d))
     c.register_structure_hook(OracleSpec, lambda d, _: _structure_oracle(d))
 
     def unstructure_task(t: TaskSpec) -> dict[str, Any]:
@@ -375,11 +450,11 @@ def _fast_effect(d: Any, params: Any) -> Effect:
     )
 
 
-def structure_effect_resolved(d: Any, params: Any) -> Effect:
+def structure_effect_resolved(d: Any, params: Any) -> AnyEffect:
     """``converter.structure(d, Effect).resolve(params)`` in one pass: equal value, and the
     same exception as that expression for any input the fast path does not take."""
     try:
         return _fast_effect(d, params)
     except (_NotPlain, KeyError, TypeError, AttributeError, ValueError):
         pass
-    return converter.structure(d, Effect).resolve(params)
+    return structure_any_effect(d).resolve(params)

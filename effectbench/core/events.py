@@ -172,6 +172,27 @@ class PostRead:
 
 
 @attrs.frozen
+class ReferencePreSnapshot:
+    """The twin's oracle read before the reference program ran (a reference-mode diff):
+    with its post read, the expected diff of this episode, so rescore needs no twin."""
+
+    TYPE = "episode.reference_pre_snapshot"
+    arm: str
+    snapshot: Mapping[str, Any]
+
+
+@attrs.frozen
+class ReferencePostRead:
+    """The twin's oracle read after the reference program ran, and what it reported."""
+
+    TYPE = "episode.reference_post_read"
+    arm: str
+    snapshot: Mapping[str, Any]
+    reported_success: bool
+    message: str
+
+
+@attrs.frozen
 class EpisodeFinished:
     TYPE = "episode.finished"
 
@@ -208,6 +229,8 @@ EVENT_TYPES: Final[Mapping[str, type]] = {
         ArmTelemetry,
         Reported,
         PostRead,
+        ReferencePreSnapshot,
+        ReferencePostRead,
         EpisodeFinished,
         EpisodeFailed,
         EpisodeAbandoned,

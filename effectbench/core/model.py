@@ -239,6 +239,214 @@ class Effect:
         return not any(isinstance(v, ParamRef) for v in values)
 
 
+def _sub(v: Value, params: Mapping[str, str]) -> Value:
+    if isinstance(v, ParamRef):
+        if v.name not in params:
+            raise InvalidSpec(
+                f"effect refers to run param {v.name!r} which the task does not define"
+            )
+        return params[v.name]
+    return v
+
+
+def _sub_all(m: Mapping[str, Value], params: Mapping[str, str]) -> dict[str, Value]:
+    return {k: _sub(v, params) for k, v in m.items()}
+
+
+def _nonempty(what: str) -> Any:
+    def check(instance: Any, attribute: Any, value: Mapping[str, Value]) -> None:
+        if not value:
+            raise InvalidSpec(f"{type(instance).__name__}.{attribute.name} is empty: {what}")
+
+    return check
+
+
+@attrs.frozen
+class Insert:
+    """``count`` new rows of ``table`` (absent from the pre-snapshot by key) holding ``fields``.
+    Columns not named are free (the product assigns ids and timestamps)."""
+
+    table: str
+    fields: Mapping[str, Value] = attrs.field(
+        converter=_freeze_mapping, validator=_nonempty("name the values the new row must hold")
+    )
+    count: int = attrs.field(default=1)
+
+    @count.validator
+    def _check_count(self, attribute: Any, value: int) -> None:
+        if value < 1:
+            raise InvalidSpec("Insert.count must be >= 1 (a diff of nothing is no change at all)")
+
+
+@attrs.frozen
+class Update:
+    """The row of ``table`` with ``key`` changes in place: each field of ``after`` ends up
+    holding that value, ``before`` (optional) says what it held; every other field stays."""
+
+    table: str
+    key: Mapping[str, Value] = attrs.field(
+        converter=_freeze_mapping, validator=_nonempty("name the key columns of the row")
+    )
+    after: Mapping[str, Value] = attrs.field(
+        converter=_freeze_mapping, validator=_nonempty("name the fields the update sets")
+    )
+    before: Mapping[str, Value] = attrs.field(factory=dict, converter=_freeze_mapping)
+
+
+@attrs.frozen
+class Delete:
+    """The row of ``table`` with ``key`` is gone after the episode."""
+
+    table: str
+    key: Mapping[str, Value] = attrs.field(
+        converter=_freeze_mapping, validator=_nonempty("name the key columns of the row")
+    )
+
+
+Change: TypeAlias = Insert | Update | Delete
+
+
+def _changes_tuple(value: Iterable[Change]) -> tuple[Change, ...]:
+    return tuple(value)
+
+
+def _keys_map(value: Mapping[str, Iterable[str]]) -> Mapping[str, tuple[str, ...]]:
+    return {t: tuple(cols) for t, cols in sorted(value.items())}
+
+
+class DiffMode(StrEnum):
+    DECLARED = "declared"
+    REFERENCE = "reference"
+
+
+def _plain_change(c: Change) -> dict[str, Any]:
+    if isinstance(c, Insert):
+        return {"insert": c.table, "fields": plain_values(c.fields), "count": c.count}
+    if isinstance(c, Update):
+        return {
+            "update": c.table,
+            "key": plain_values(c.key),
+            "after": plain_values(c.after),
+            "before": plain_values(c.before),
+        }
+    return {"delete": c.table, "key": plain_values(c.key)}
+
+
+@attrs.frozen
+class DiffEffect:
+    """An effect as a state diff (SPEC.md 1.1): the change the episode must make to the
+    system of record, and that nothing else changed in any table the oracle reads.
+
+    ``keys`` names each table's key columns (rows pair by key; a table not named pairs
+    rows by their whole content). ``allow`` lists what the product itself moves: a
+    ``"table.field"`` may change in any row, a ``"table.*"`` table may change freely
+    (audit rows). ``mode`` ``reference``: the expected changes are not declared but
+    observed, on a twin, from the reference program (a scripted arm) named in
+    ``reference``; ``changes`` is then empty.
+    """
+
+    changes: tuple[Change, ...] = attrs.field(default=(), converter=_changes_tuple)
+    keys: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, converter=_keys_map)
+    allow: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    mode: DiffMode = attrs.field(default=DiffMode.DECLARED, converter=DiffMode)
+    reference: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        for c in self.changes:
+            if isinstance(c, Insert):
+                continue
+            declared = self.keys.get(c.table)
+            if declared is None:
+                raise InvalidSpec(
+                    f"{type(c).__name__} of table {c.table!r}: declare its key columns in keys"
+                )
+            if set(c.key) != set(declared):
+                raise InvalidSpec(
+                    f"{type(c).__name__} of table {c.table!r} must name exactly its key columns "
+                    f"{list(declared)}, got {sorted(c.key)}"
+                )
+        for entry in self.allow:
+            if "." not in entry or entry.startswith(".") or entry.endswith("."):
+                raise InvalidSpec(f"allow entry {entry!r} must read 'table.field' or 'table.*'")
+        if self.mode is DiffMode.REFERENCE:
+            if not self.reference:
+                raise InvalidSpec(
+                    "a reference diff names its reference program (an arm) in reference"
+                )
+            if self.changes:
+                raise InvalidSpec(
+                    "a reference diff declares no changes: the reference program's observed diff is the expected one"
+                )
+        elif self.reference is not None:
+            raise InvalidSpec("reference is only for mode 'reference'")
+
+    @property
+    def is_reference(self) -> bool:
+        return self.mode is DiffMode.REFERENCE
+
+    def plain(self) -> dict[str, Any]:
+        """The JSON form the codec writes and the content hash covers: ``{"diff": {...}}``,
+        so the key tells a diff from an insert clause at a glance."""
+        return {
+            "diff": {
+                "changes": [_plain_change(c) for c in self.changes],
+                "keys": {t: list(cols) for t, cols in self.keys.items()},
+                "allow": list(self.allow),
+                "mode": self.mode.value,
+                "reference": self.reference,
+            }
+        }
+
+    def allowed_fields(self, table: str) -> frozenset[str] | None:
+        """The fields of ``table`` the product may move; None when the whole table may change."""
+        fields = set()
+        for entry in self.allow:
+            t, _, f = entry.partition(".")
+            if t == table:
+                if f == "*":
+                    return None
+                fields.add(f)
+        return frozenset(fields)
+
+    def resolve(self, params: Mapping[str, str]) -> DiffEffect:
+        """Replace every ParamRef with this trial's value; unknown params are an error."""
+        changes: list[Change] = []
+        for c in self.changes:
+            if isinstance(c, Insert):
+                changes.append(Insert(c.table, _sub_all(c.fields, params), c.count))
+            elif isinstance(c, Update):
+                changes.append(
+                    Update(
+                        c.table,
+                        _sub_all(c.key, params),
+                        _sub_all(c.after, params),
+                        _sub_all(c.before, params),
+                    )
+                )
+            else:
+                changes.append(Delete(c.table, _sub_all(c.key, params)))
+        return attrs.evolve(self, changes=tuple(changes))
+
+    @property
+    def is_resolved(self) -> bool:
+        for c in self.changes:
+            maps = (
+                (c.fields,)
+                if isinstance(c, Insert)
+                else (c.key, c.after, c.before)
+                if isinstance(c, Update)
+                else (c.key,)
+            )
+            for m in maps:
+                if any(isinstance(v, ParamRef) for v in m.values()):
+                    return False
+        return True
+
+
+AnyEffect: TypeAlias = Effect | DiffEffect
+"""What a task declares: the insert clause of SPEC 1.0 or a state diff (SPEC 1.1)."""
+
+
 @attrs.frozen
 class OracleSpec:
     """How the independent oracle reads the record, and the four non-gameability attestations.
@@ -295,7 +503,7 @@ class TaskSpec:
     substrate: Substrate = attrs.field(converter=Substrate)
     category: Category = attrs.field(validator=_check_category)
     goal: str = attrs.field(validator=_check_goal)
-    expected_effect: Effect
+    expected_effect: AnyEffect
     oracle: OracleSpec
     correct_action_available: bool
     params: Mapping[str, str] = attrs.field(factory=dict, converter=_freeze_mapping)
@@ -377,6 +585,30 @@ class VerdictStatus(StrEnum):
     INDETERMINATE = "indeterminate"
 
 
+class MismatchKind(StrEnum):
+    MISSING_CHANGE = "missing change"
+    WRONG_VALUE = "wrong field value"
+    EXTRA_CHANGE = "extra change"
+    LOST_ROW = "lost row"
+
+
+@attrs.frozen
+class Mismatch:
+    """One way the observed diff differs from the expected one. ``evidence`` points into
+    the episode's logged snapshots: ``"pre_snapshot:table[key]"``, ``"post_read:table[key]"``
+    (the record's evidence map gives each event's line)."""
+
+    kind: MismatchKind
+    table: str
+    row: str
+    detail: str
+    evidence: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        where = f" [{', '.join(self.evidence)}]" if self.evidence else ""
+        return f"{self.kind.value} in {self.table!r} {self.row}: {self.detail}{where}"
+
+
 @attrs.frozen
 class Verdict:
     """The judge's reading of one effect against two snapshots."""
@@ -386,6 +618,7 @@ class Verdict:
     reasons: tuple[str, ...]
     observed_count: int | None
     expected_count: int
+    mismatches: tuple[Mismatch, ...] = ()
 
 
 @attrs.frozen

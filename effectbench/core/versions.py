@@ -11,14 +11,18 @@ from typing import Final
 PACKAGE_VERSION: Final = "0.1.0"
 """The effectbench distribution's version."""
 
-SPEC_VERSION: Final = "1.0.0"
+SPEC_VERSION: Final = "1.1.0"
 """Version of SPEC.md this code implements (semantic versioning, see SPEC.md section 10)."""
 
-SCORING_VERSION: Final = "1.0.0"
+SCORING_VERSION: Final = "1.1.0"
 """Semantics of judge + classify + the episode fold. Stamped into every artifact a run or
 a rescore writes, so two results compare only when it matches. Bump it like the spec:
 major when a verdict or label can change for the same logged data, minor for additions
-that cannot, patch for wording."""
+that cannot, patch for wording. 1.1.0 adds state diffs (``DiffEffect``)."""
+
+SCORING_VERSIONS: Final = ("1.0.0", "1.1.0")
+"""Every scoring version this code can rescore under: a log is judged by the version its
+plan names (1.0.0: insert clauses only, a diff is an invalid effect there)."""
 
 EVENTS_SCHEMA_MAJOR: Final = 1
 EVENTS_SCHEMA_ID: Final = "effectbench.events/1"

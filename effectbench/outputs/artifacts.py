@@ -100,6 +100,14 @@ def scoring_version() -> str:
     return versions.SCORING_VERSION
 
 
+def scored_under(plan_versions: Mapping[str, Any]) -> str:
+    """The scoring version a run's episodes are judged under: the one its plan names when
+    this code knows it (old runs rescore as they were scored), else this code's."""
+    from effectbench.scoring.labels import scoring_version_of
+
+    return scoring_version_of(plan_versions.get("scoring"))
+
+
 def dump_json(value: Any) -> bytes:
     """The one JSON form of every artifact: sorted keys, 2-space indent, trailing newline."""
     return orjson.dumps(value, option=_JSON_OPTS) + b"\n"
@@ -276,7 +284,7 @@ def _build(
                 raise ArtifactError(incomplete + _ANYWAY)
             record = rescore.record or _NO_RECORD
         acc = lp.acc if lp.acc is not None else MetricsAccumulator(plan.index)
-        metrics = acc.document(scoring_version())
+        metrics = acc.document(scored_under(plan.versions))
         manifest = _manifest(lp.facts, plan, acc, record, log_path, attest)
         results_tmp = root / (RESULTS_FILE + ".tmp")
         with open(results_tmp, "wb") as out:
@@ -359,7 +367,7 @@ def _manifest(
         "versions": {
             "package": versions.PACKAGE_VERSION,
             "spec": SPEC_VERSION,
-            "scoring": scoring_version(),
+            "scoring": scored_under(plan.versions),
             "events_schema": SCHEMA_ID,
         },
         "recorded_versions": recorded_versions,

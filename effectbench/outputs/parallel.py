@@ -220,6 +220,7 @@ def _scan(path: Path, start: int, stop: int, end: int, root: Path, spill_file: A
             if ev0.type != RunStarted.TYPE or not links(prev, head):
                 raise _Unsound("line 1 is not a sound run.started")
             facts.see(ev0)  # the plan; resumes and the end come from the part itself
+            feed(ev0)  # run.started names the scoring version the episodes are judged under
             prev = _hash_before(fd, start)
             n = orjson.loads(_line_at(fd, start, stop))["seq"]
             if type(n) is not int:
@@ -235,6 +236,7 @@ def _scan(path: Path, start: int, stop: int, end: int, root: Path, spill_file: A
                 ep = event.ep
                 if ep is None:
                     facts.see(event)
+                    feed(event)  # run.started names the scoring version
                     continue
                 if facts.started is None:
                     facts.too_early(event)

@@ -41,11 +41,21 @@ from effectbench.core.events import (
     EpisodeProvisioned,
     PostRead,
     PreSnapshot,
+    ReferencePostRead,
+    ReferencePreSnapshot,
     Reported,
+    RunStarted,
 )
-from effectbench.core.model import Category, FailureClass, Snapshot, Substrate, TrueState
+from effectbench.core.model import (
+    Category,
+    FailureClass,
+    InvalidSpec,
+    Snapshot,
+    Substrate,
+    TrueState,
+)
 from effectbench.core.rundir import LOG_FILE
-from effectbench.scoring.labels import score_episode
+from effectbench.scoring.labels import score_episode, scoring_version_of
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
 __all__ = [
@@ -82,10 +92,25 @@ class EventLike(Protocol):
 class _Episode:
     """The latest event of each kind for one episode's live attempt; cheap to update."""
 
-    __slots__ = ("ep", "planned", "post", "pre", "provisioned", "reported", "telemetry", "terminal")
+    __slots__ = (
+        "ep",
+        "planned",
+        "post",
+        "pre",
+        "provisioned",
+        "ref_post",
+        "ref_pre",
+        "reported",
+        "telemetry",
+        "terminal",
+        "version",
+    )
 
-    def __init__(self, ep: str) -> None:
+    def __init__(self, ep: str, version: str | None = None) -> None:
         self.ep = ep
+        self.version = version
+        self.ref_pre: EventLike | None = None
+        self.ref_post: EventLike | None = None
         self.planned: EventLike | None = None
         self.provisioned: EventLike | None = None
         self.pre: EventLike | None = None
@@ -97,6 +122,7 @@ class _Episode:
     def _reset(self) -> None:
         self.provisioned = self.pre = self.telemetry = None
         self.reported = self.post = self.terminal = None
+        self.ref_pre = self.ref_post = None
 
     def add(self, event: EventLike) -> None:
         t = event.type
@@ -122,6 +148,10 @@ class _Episode:
             self.post = event
         elif t in (EpisodeFinished.TYPE, EpisodeFailed.TYPE):
             self.terminal = event  # the last terminal wins
+        elif t == ReferencePreSnapshot.TYPE:
+            self.ref_pre = event
+        elif t == ReferencePostRead.TYPE:
+            self.ref_post = event
 
     def record(self) -> EpisodeRecord:
         if self.planned is None:
@@ -138,6 +168,8 @@ FOLDED: frozenset[str] = frozenset(
         ArmTelemetry.TYPE,
         Reported.TYPE,
         PostRead.TYPE,
+        ReferencePreSnapshot.TYPE,
+        ReferencePostRead.TYPE,
         EpisodeFinished.TYPE,
         EpisodeFailed.TYPE,
     )
@@ -218,6 +250,10 @@ def _fold(st: _Episode) -> EpisodeRecord:
         evidence["post_read"] = f"{LOG_NAME}#{st.post.seq}"
     if st.terminal is not None:
         evidence["terminal"] = f"{LOG_NAME}#{st.terminal.seq}"
+    if st.ref_pre is not None:
+        evidence[ReferencePreSnapshot.TYPE] = f"{LOG_NAME}#{st.ref_pre.seq}"
+    if st.ref_post is not None:
+        evidence[ReferencePostRead.TYPE] = f"{LOG_NAME}#{st.ref_post.seq}"
     try:
         base: dict[str, Any] = {
             "episode_id": st.ep,
@@ -271,13 +307,26 @@ def _scored(st: _Episode, base: dict[str, Any]) -> EpisodeRecord:
         return _failed(
             base, FailureClass.EVALUATION, (f"effect in event #{st.planned.seq} is invalid: {exc}",)
         )
-    verdict, cls = score_episode(
-        effect,
-        _snapshot(st.pre, "pre_snapshot"),
-        _snapshot(st.post, "post_read"),
-        reported_success=st.reported.data["reported_success"],
-        correct_action_available=bool(p["correct_action_available"]),
-    )
+    reference = None
+    if st.ref_pre is not None or st.ref_post is not None:
+        reference = (
+            _snapshot(st.ref_pre, ReferencePreSnapshot.TYPE),
+            _snapshot(st.ref_post, ReferencePostRead.TYPE),
+        )
+    try:
+        verdict, cls = score_episode(
+            effect,
+            _snapshot(st.pre, "pre_snapshot"),
+            _snapshot(st.post, "post_read"),
+            reported_success=st.reported.data["reported_success"],
+            correct_action_available=bool(p["correct_action_available"]),
+            scoring_version=st.version,
+            reference=reference,
+        )
+    except InvalidSpec as exc:  # e.g. a diff in a log scored under 1.0.0
+        return _failed(
+            base, FailureClass.EVALUATION, (f"effect in event #{st.planned.seq}: {exc}",)
+        )
     if not cls.scoreable:
         return EpisodeRecord(
             **base,
@@ -310,14 +359,15 @@ def _failure_class(value: Any) -> FailureClass:
         return FailureClass.UNKNOWN
 
 
-def fold_episode(events: Sequence[EventLike]) -> EpisodeRecord:
-    """Fold one episode's events (log order) into its record; no terminal means interrupted."""
+def fold_episode(events: Sequence[EventLike], scoring_version: str | None = None) -> EpisodeRecord:
+    """Fold one episode's events (log order) into its record; no terminal means interrupted.
+    ``scoring_version``: the log's (its run.started names it; None: this code's)."""
     if not events:
         raise ProjectionError("fold_episode needs at least the episode.planned event")
     ep = events[0].ep
     if ep is None or any(e.ep != ep for e in events):
         raise ProjectionError("fold_episode takes the events of exactly one episode")
-    st = _Episode(ep)
+    st = _Episode(ep, scoring_version)
     for e in events:
         st.add(e)
     return st.record()
@@ -336,19 +386,24 @@ class Projector:
 
     DRAINED = 1 << 62
 
-    __slots__ = ("_live", "_opened")
+    __slots__ = ("_live", "_opened", "version")
 
     def __init__(self) -> None:
         self._live: dict[str, _Episode] = {}
         self._opened: dict[str, int] = {}
+        self.version: str | None = None
+        """The scoring version the log's run.started names (its episodes are judged so)."""
 
     def feed(self, e: EventLike) -> EpisodeRecord | None:
+        """One event; a run-level one only sets the scoring version (from run.started)."""
         ep = e.ep
         if ep is None:
+            if e.type == RunStarted.TYPE and self.version is None:
+                self.version = _named_version(e.data)
             return None
         st = self._live.get(ep)
         if st is None:
-            st = self._live[ep] = _Episode(ep)
+            st = self._live[ep] = _Episode(ep, self.version)
             self._opened[ep] = e.seq
         st.add(e)
         if st.terminal is not None:
@@ -369,6 +424,15 @@ class Projector:
         opened = self._opened
         for ep, st in self._live.items():
             yield self.DRAINED + opened[ep], st.record()
+
+
+def _named_version(data: Mapping[str, Any]) -> str:
+    """The scoring version a run.started names (see scoring_version_of)."""
+    named = data.get("versions")
+    if not isinstance(named, Mapping):
+        plan = data.get("plan")
+        named = plan.get("versions") if isinstance(plan, Mapping) else None
+    return scoring_version_of(named.get("scoring") if isinstance(named, Mapping) else None)
 
 
 def project_episodes(events: Iterable[EventLike]) -> Iterator[EpisodeRecord]:

@@ -22,7 +22,9 @@ from typing import Any, Final
 import attrs
 import orjson
 
+from effectbench.core.model import DiffEffect
 from effectbench.report.data import LOG, EpisodeRef, ReportError
+from effectbench.scoring.diff import describe_diff
 
 __all__ = [
     "DRILL_LIMIT",
@@ -433,6 +435,8 @@ def _effect(planned: Any) -> Any:
 def _effect_lines(effect: Any) -> tuple[str, ...]:
     if effect is None:
         return ("the effect contract could not be read from episode.planned",)
+    if isinstance(effect, DiffEffect):
+        return describe_diff(effect)
     rw = effect.record_written
     lines = [
         f"{rw.expected_count} row(s) in {rw.table!r} matching {_short(dict(rw.selector))}"
@@ -459,7 +463,9 @@ def _diff(attempt: _Attempt, effect: Any) -> DiffView:
         side, snap = ("pre", pre) if not pre.readable else ("post", post)
         return DiffView((), f"the {side} read was unreadable: {snap.error or 'no error given'}")
     id_fields = (
-        None if effect is None else {effect.record_written.table: effect.record_written.id_field}
+        None
+        if effect is None or isinstance(effect, DiffEffect)
+        else {effect.record_written.table: effect.record_written.id_field}
     )
     changes = diff_snapshots(pre, post, id_fields=id_fields)
     tables = []
@@ -503,7 +509,7 @@ def _checks(effect: Any, table: str, row: Mapping[str, Any]) -> tuple[bool, dict
     """(does the selector pick the row, field -> expected value for each check it fails)."""
     from effectbench.scoring.judge import row_matches, same_value
 
-    if effect is None or effect.record_written.table != table:
+    if effect is None or isinstance(effect, DiffEffect) or effect.record_written.table != table:
         return False, {}
     rw = effect.record_written
     if not row_matches(row, rw.selector):

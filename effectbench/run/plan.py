@@ -19,7 +19,7 @@ import attrs
 from effectbench.core import versions
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.hashing import content_hash
-from effectbench.core.model import Effect, TaskSpec, canonical_json, trial_params
+from effectbench.core.model import AnyEffect, TaskSpec, canonical_json, trial_params
 
 PLAN_SCHEMA = versions.PLAN_SCHEMA
 """Major 2 added ``arm_versions`` to the identity: an arm upgraded between a kill and a
@@ -227,7 +227,7 @@ class EpisodeSpec:
     task: TaskSpec
     trial: int
     params: Mapping[str, str]
-    effect: Effect
+    effect: AnyEffect
 
 
 def episode_id(arm: str, task_id: str, trial: int) -> str:
@@ -238,7 +238,7 @@ def episodes(plan: Plan) -> Iterator[EpisodeSpec]:
     """Every episode in the one deterministic order: for arm, for task, for trial.
 
     Lazy: a run holds only the episodes in flight, never the plan's millions."""
-    resolved: dict[tuple[str, int], tuple[dict[str, str], Effect]] = {}
+    resolved: dict[tuple[str, int], tuple[dict[str, str], AnyEffect]] = {}
     index = 0
     for arm in plan.arms:
         for task in plan.tasks:

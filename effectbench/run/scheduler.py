@@ -76,6 +76,7 @@ from effectbench.run import statedir
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.run.runlock import run_lock_held, share_run_lock
+from effectbench.run.twin import reference_program, run_twin
 
 if TYPE_CHECKING:
     from effectbench.browser import BrowserPool, EpisodeBrowser
@@ -534,13 +535,13 @@ class Scheduler:
             return
         hand_over = getattr(self.provider, "use_state_dir", None)
         if callable(hand_over):  # the per-run root for episode state (effectbench.run.statedir)
-            hand_over(statedir.fresh_state_root(self.run_id))
+            hand_over(statedir.fresh_state_root(self.run_id, self.run_dir))
         try:
             await self._run_provider(pending)
         finally:
             await self._stop_browsers()
             if callable(hand_over):
-                statedir.remove_state_root(self.run_id)
+                statedir.remove_state_root(self.run_id, self.run_dir)
 
     async def _run_provider(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
@@ -910,6 +911,11 @@ class Scheduler:
         )
         await emit(*_typed(reported), ep)
         post = await self._read_oracle(provisioned.oracle, spec, PostRead, "post_read")
+        program = reference_program(spec.effect, self.arms)
+        if program is not None:  # a reference-mode diff: its expected diff comes from a twin
+            twin_error = await run_twin(self.provider, spec, *program, self.options, emit)
+            if twin_error is not None:
+                raise _Episode(FailureClass.ENVIRONMENT, "reference", twin_error)
         return EpisodeOutcome(spec, None, report, pre, post)
 
 

@@ -1,16 +1,18 @@
 """The one place a provider keeps per-episode state: a per-run temp root.
 
 A provider that defines ``use_state_dir(path)`` is handed ``<base>/effectbench-state-<run
-id>/`` before ``start()``: it puts its episode files (databases, uploads) there. The root
+id>-<dir>/`` before ``start()`` (``<dir>``: a hash of the run directory's absolute path, so
+two runs of one plan started in the same second, whose run ids are equal, never share it): it puts its episode files (databases, uploads) there. The root
 is emptied before the provider starts and removed after it stops, so whatever a run
 killed with SIGKILL left behind is deleted by the next ``run --resume`` of that run (the
-run id is kept across resumes), while the run's lock on its log is held. ``<base>`` is
+run id and the directory are kept across resumes), while the run's lock on its log is held. ``<base>`` is
 ``$EFFECTBENCH_STATE_DIR``, else /dev/shm when writable (episode files are created at
 hundreds per second), else the system temp dir.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -31,18 +33,21 @@ def state_base() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def state_root(run_id: str) -> Path:
-    """The run's per-episode state root (the run id made safe as a file name)."""
-    return state_base() / f"effectbench-state-{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id)}"
+def state_root(run_id: str, run_dir: Path) -> Path:
+    """The run's per-episode state root (the run id made safe as a file name, and its
+    directory's hash)."""
+    where = hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:12]
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
+    return state_base() / f"effectbench-state-{safe}-{where}"
 
 
-def fresh_state_root(run_id: str) -> Path:
+def fresh_state_root(run_id: str, run_dir: Path) -> Path:
     """The run's state root, emptied of anything an earlier (killed) session left."""
-    root = state_root(run_id)
+    root = state_root(run_id, run_dir)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     return root
 
 
-def remove_state_root(run_id: str) -> None:
-    shutil.rmtree(state_root(run_id), ignore_errors=True)
+def remove_state_root(run_id: str, run_dir: Path) -> None:
+    shutil.rmtree(state_root(run_id, run_dir), ignore_errors=True)

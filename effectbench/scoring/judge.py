@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 from effectbench.core.model import (
+    AnyEffect,
+    DiffEffect,
     Effect,
     InvalidSpec,
     JSONScalar,
@@ -27,8 +29,9 @@ from effectbench.core.model import (
     Verdict,
     VerdictStatus,
 )
+from effectbench.scoring.diff import judge_diff
 
-__all__ = ["judge", "row_matches", "same_value"]
+__all__ = ["judge", "judge_inserts", "row_matches", "same_value"]
 
 _MAX_LISTED = 10
 """At most this many ids are named per reason; the rest are counted ("and N more")."""
@@ -225,8 +228,23 @@ def _is_resolved(effect: Effect) -> bool:
     return rw.idempotency_key is None or not isinstance(rw.idempotency_key[1], ParamRef)
 
 
-def judge(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
-    """Judge one resolved effect against the pre- and post-action snapshots."""
+def judge(
+    effect: AnyEffect,
+    pre: Snapshot,
+    post: Snapshot,
+    reference: tuple[Snapshot, Snapshot] | None = None,
+) -> Verdict:
+    """Judge one resolved effect against the pre- and post-action snapshots: an insert
+    clause by the rules below (SPEC 1.0, unchanged), a state diff by ``judge_diff``
+    (``reference``: a reference-mode diff's twin snapshots)."""
+    if type(effect) is DiffEffect:
+        return judge_diff(effect, pre, post, reference)
+    assert isinstance(effect, Effect)
+    return judge_inserts(effect, pre, post)
+
+
+def judge_inserts(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
+    """Judge one resolved insert clause against the pre- and post-action snapshots."""
     if not _is_resolved(effect):
         raise InvalidSpec("judge needs a resolved effect: call effect.resolve(trial params) first")
     rw = effect.record_written

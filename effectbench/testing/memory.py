@@ -17,6 +17,7 @@ import orjson
 
 from effectbench.core.model import (
     Category,
+    DiffEffect,
     Effect,
     FieldEquals,
     JSONScalar,
@@ -221,7 +222,7 @@ class InMemoryProvider:
         if mode == "skip":
             raise SkipEpisode("this host has no desktop substrate")
         form = self.form_of(task)
-        table = form.table or task.expected_effect.record_written.table
+        table = form.table or _effect_table(task)
         store = MemoryStore((*task.oracle.tables, table), task.initial_state)
         channels = {"base_url": "memory://"}
         if form.confusable is not None:
@@ -244,3 +245,16 @@ def every_mode() -> InMemoryProvider:
     """Every failure mode of ``MODES`` as its own task (a zero-argument factory, so
     ``--provider effectbench.testing:every_mode`` works)."""
     return InMemoryProvider(tuple(m for m in MODES if "hangs" not in m))
+
+
+def _effect_table(task: TaskSpec) -> str:
+    """The table the form writes when the task's form does not name one: the insert
+    clause's table, or the first table a state diff changes."""
+    effect = task.expected_effect
+    if isinstance(effect, DiffEffect):
+        if not effect.changes:
+            raise ValueError(
+                f"task {task.task_id}: a reference-mode diff names no table; give MemoryForm a table"
+            )
+        return effect.changes[0].table
+    return effect.record_written.table

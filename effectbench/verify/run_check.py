@@ -24,7 +24,6 @@ import orjson
 from effectbench.audit.attest import attestations
 from effectbench.core.hashing import content_hash
 from effectbench.core.model import (
-    Effect,
     TaskSpec,
     trial_params,
 )
@@ -38,7 +37,6 @@ from effectbench.outputs.artifacts import (
     ArtifactError,
     build_artifacts,
     recompute_metrics_from_results,
-    scoring_version,
 )
 from effectbench.projections.metrics import MetricsError
 from effectbench.verify.claims import claim_notes
@@ -100,7 +98,7 @@ def _plan_checks(
     """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan.
 
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
-    from effectbench.core.codec import converter
+    from effectbench.core.codec import converter, structure_any_effect
     from effectbench.core.events import TERMINAL_TYPES, ArmScreenshot
     from effectbench.evidence import check_blob
     from effectbench.log.reader import LogCorrupt, LogError, read_log
@@ -182,7 +180,7 @@ def _plan_checks(
                     f"event #{ev.seq} ({ev.ep}): params are not the trial payload of ({task.task_id}, {trial})",
                 )
             try:
-                logged = converter.structure(d.get("effect"), Effect).resolve(d.get("params") or {})
+                logged = structure_any_effect(d.get("effect")).resolve(d.get("params") or {})
                 logged_hash = content_hash(logged)
             except Exception:  # noqa: BLE001 - untrusted log content
                 logged_hash = None
@@ -354,11 +352,12 @@ def verify_run(
         if metrics is not None:
             compare(metrics, rebuilt_metrics, "", METRICS_FILE, reasons)
         if isinstance(manifest, dict):
-            if manifest.get("versions", {}).get("scoring") != scoring_version():
+            rescored_under = rebuilt_manifest.get("versions", {}).get("scoring")
+            if manifest.get("versions", {}).get("scoring") != rescored_under:
                 reasons.add(
                     MANIFEST_FILE,
-                    f"scored under scoring version {manifest.get('versions', {}).get('scoring')!r}; this verifier "
-                    f"implements {scoring_version()!r} (rescore the run to compare)",
+                    f"scored under scoring version {manifest.get('versions', {}).get('scoring')!r}; its log "
+                    f"rescores under {rescored_under!r} (rescore the run to compare)",
                 )
             for key in _MANIFEST_SAME:
                 compare(manifest.get(key), rebuilt_manifest.get(key), key, MANIFEST_FILE, reasons)

@@ -15,7 +15,6 @@ import attrs
 from effectbench.core.hashing import content_hash
 from effectbench.core.model import (
     SPEC_VERSION,
-    Effect,
     FailureClass,
     Snapshot,
     TaskSpec,
@@ -53,7 +52,7 @@ def _rederive(
     where: str, row: Mapping[str, Any], task: TaskSpec, trial: int, reasons: Reasons, source: str
 ) -> EpisodeRecord | None:
     """The row's labels from its raw fields; every mismatch with its claims is a reason."""
-    from effectbench.core.codec import converter
+    from effectbench.core.codec import converter, structure_any_effect
     from effectbench.scoring.labels import score_episode
 
     params = trial_params(task, trial)
@@ -76,7 +75,7 @@ def _rederive(
     effect = task.expected_effect.resolve(params)
     effect_hash = content_hash(effect)
     try:
-        row_effect_hash = content_hash(converter.structure(row.get("effect"), Effect))
+        row_effect_hash = content_hash(structure_any_effect(row.get("effect")))
     except Exception:  # noqa: BLE001 - untrusted submission content
         row_effect_hash = None
     if row_effect_hash != effect_hash or row.get("effect_hash") != effect_hash:

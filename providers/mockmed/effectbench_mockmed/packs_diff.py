@@ -1,0 +1,271 @@
+"""The MockMed diff pack (provider ``mockmed-diff``): tasks whose effect is a state diff.
+
+Correct a patient's allergy (an update), retract an encounter entered in error (a
+delete), record a visit with its billing line (two tables), each as a control and under
+faults; and two tasks whose expected diff comes from the differential reference (the
+reference program ``oracle`` run on a twin chart). A separate provider, so the anchor's
+pinned figures and the other packs' artifacts stay as they are.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import anyio
+import attrs
+import orjson
+
+from effectbench.arms.reference import REFERENCE_NAME
+from effectbench.core.model import (
+    Category,
+    Change,
+    Delete,
+    DiffEffect,
+    Insert,
+    OracleSpec,
+    ParamRef,
+    Substrate,
+    TaskSpec,
+    Update,
+    Value,
+)
+from effectbench.core.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.serve import LocalServer
+from effectbench_mockmed.diff_product import (
+    FAULTS,
+    ChartReadback,
+    ChartStore,
+    build_app,
+    build_template,
+)
+from effectbench_mockmed.oracle import MockMedOracle
+from effectbench_mockmed.provider import HTTP_TIMEOUT_S, default_tmp_root
+from effectbench_mockmed.store import remove_database
+
+if TYPE_CHECKING:
+    from effectbench_mockmed.client import Connections
+
+PREFIX: Final = "mockmed-diff::"
+VERSION: Final = "1.0.0"
+KEYS: Final = {"patients": ("id",), "encounters": ("id",), "billing": ("id",), "audit": ("seq",)}
+ALLOW: Final = ("patients.updated_at", "audit.*")
+"""The product moves a patient's updated_at counter and appends audit rows on every save."""
+STRICT_AUDIT: Final = ("patients.updated_at",)
+"""For a retraction, whose audit row (with the reason) is part of the effect."""
+ORACLE: Final = OracleSpec(
+    tables=("audit", "billing", "encounters", "patients"), refusal_controls=False
+)
+
+
+@attrs.frozen
+class _Job:
+    name: str
+    goal: str
+    params: Mapping[str, str]
+    solution: Mapping[str, Value]
+    changes: tuple[Change, ...]
+    modes: tuple[tuple[str, Category], ...]
+    allow: tuple[str, ...] = ALLOW
+
+
+ALLERGY: Final = _Job(
+    "allergy",
+    "Patient p1's chart lists no known allergy, but the patient is allergic to the substance "
+    "given in your payload (param 'allergy'). Correct the allergy on p1's chart.",
+    {"allergy": "penicillin (verified {tag})"},
+    {"action": "update_allergy", "patient_id": "p1", "allergy": ParamRef("allergy")},
+    (
+        Update(
+            "patients",
+            {"id": "p1"},
+            after={"allergy": ParamRef("allergy")},
+            before={"allergy": "none known"},
+        ),
+    ),
+    (
+        ("ok", Category.CONTROL),
+        ("stale", Category.C4_STALE_OVERWRITE),
+        ("homonym", Category.C6_WRONG_RECORD_HOMONYM),
+    ),
+)
+RETRACT: Final = _Job(
+    "retract",
+    "Encounter 1 on patient p1's chart was entered in error. Retract it, giving the reason in your "
+    "payload (param 'reason').",
+    {"reason": "entered in error {tag}"},
+    {"action": "retract", "encounter_id": 1, "reason": ParamRef("reason")},
+    (
+        Delete("encounters", {"id": 1}),
+        Insert("audit", {"action": "retract", "target": "1", "detail": ParamRef("reason")}),
+    ),
+    (
+        ("ok", Category.CONTROL),
+        ("wrong_row", Category.C7_SILENT_NOOP_WRONG_TARGET),
+        ("noop", Category.C7_SILENT_NOOP_WRONG_TARGET),
+    ),
+    STRICT_AUDIT,
+)
+_VISIT_FIELDS: Final[dict[str, Value]] = {
+    "patient_id": "p1",
+    "type": "Follow-up",
+    "note": ParamRef("note"),
+}
+VISIT: Final = _Job(
+    "visit",
+    "Record a Follow-up visit for patient p1 with the note in your payload (param 'note'), "
+    "billed under code FU-01 for 40.",
+    {"note": "follow-up visit {tag}"},
+    {"action": "record_visit", **_VISIT_FIELDS, "code": "FU-01", "amount": 40},
+    (
+        Insert("encounters", _VISIT_FIELDS),
+        Insert("billing", {"encounter_id": 3, "code": "FU-01", "amount": 40}),
+    ),
+    (
+        ("ok", Category.CONTROL),
+        ("partial", Category.C1_PARTIAL_SAVE),
+        ("stale", Category.C4_STALE_OVERWRITE),
+    ),
+)
+REFERENCE_JOBS: Final = (ALLERGY, VISIT)
+"""The jobs that also come as a reference-mode task (their control)."""
+
+
+def _task(
+    job: _Job, mode: str, category: Category, effect: DiffEffect, suffix: str = ""
+) -> TaskSpec:
+    return TaskSpec(
+        task_id=f"{PREFIX}{job.name}{suffix}-{mode}",
+        title=f"MockMed chart: {job.name}{suffix} ({mode})",
+        substrate=Substrate.WEB,
+        category=category,
+        goal=job.goal,
+        expected_effect=effect,
+        oracle=ORACLE,
+        correct_action_available=category is Category.CONTROL,
+        params=dict(job.params),
+        solution=dict(job.solution),
+        fixture={"mode": mode},
+    )
+
+
+def _tasks() -> tuple[TaskSpec, ...]:
+    out = []
+    for job in (ALLERGY, RETRACT, VISIT):
+        effect = DiffEffect(changes=job.changes, keys=KEYS, allow=job.allow)
+        out += [_task(job, mode, cat, effect) for mode, cat in job.modes]
+    reference = DiffEffect(keys=KEYS, allow=ALLOW, mode="reference", reference=REFERENCE_NAME)
+    out += [_task(job, "ok", Category.CONTROL, reference, "-ref") for job in REFERENCE_JOBS]
+    return tuple(out)
+
+
+TASKS: Final = _tasks()
+CONFUSABLE: Final = orjson.dumps({"patient_id": "p2", "encounter_id": 2}).decode()
+"""For the audit's wrong-target attack: the namesake patient and the other encounter."""
+
+
+@attrs.frozen
+class _Running:
+    root: Path
+    template: Path
+    stores: dict[str, ChartStore]
+    server: LocalServer
+    port: int
+    connections: Connections
+
+
+class MockMedDiffProvider:
+    """The diff pack over real HTTP and one SQLite chart per episode (and per twin)."""
+
+    name: str = "mockmed-diff"
+    version: str = VERSION
+
+    def __init__(self, *, tmp_root: Path | None = None) -> None:
+        self._tmp_root = tmp_root if tmp_root is not None else default_tmp_root()
+        self._running: _Running | None = None
+
+    def tasks(self) -> Sequence[TaskSpec]:
+        return TASKS
+
+    async def start(self) -> None:
+        if self._running is not None:
+            raise RuntimeError("MockMedDiffProvider.start() called twice; call stop() first")
+        from effectbench_mockmed.client import Connections
+
+        root = Path(tempfile.mkdtemp(prefix="effectbench-mockmed-diff-", dir=self._tmp_root))
+        try:
+            template = root / "template.db"
+            build_template(template)
+            stores: dict[str, ChartStore] = {}
+            server = LocalServer(build_app(stores), label="MockMed's chart server")
+            await server.start()
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        assert server.port is not None
+        self._running = _Running(root, template, stores, server, server.port, Connections())
+
+    async def stop(self) -> None:
+        running, self._running = self._running, None
+        if running is None:
+            return
+        try:
+            for store in list(running.stores.values()):
+                store.close()
+            running.stores.clear()
+            with anyio.CancelScope(shield=True):
+                await running.connections.close()
+        finally:
+            await running.server.stop()
+            shutil.rmtree(running.root, ignore_errors=True)
+
+    async def provision(
+        self, task: TaskSpec, trial: int, params: Mapping[str, str]
+    ) -> ProvisionedEpisode:
+        """A fresh chart from the template with the task's fault; a reference-mode task's
+        twin is just another provision of the same task and trial."""
+        running = self._running
+        if running is None:
+            raise RuntimeError(
+                "MockMedDiffProvider.provision() before start(): call await provider.start() first"
+            )
+        from effectbench_mockmed.diff_product import ChartDriver
+
+        mode = str(task.fixture.get("mode"))
+        if mode not in FAULTS:
+            raise ValueError(
+                f"task {task.task_id}: fixture mode {mode!r} is not a chart mode; use one of {', '.join(FAULTS)}"
+            )
+        token = secrets.token_urlsafe(18)
+        path = running.root / f"ep-{secrets.token_hex(8)}.db"
+        store = ChartStore(path, running.template, mode)
+        running.stores[token] = store
+        base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
+        session = running.connections.session(base_url, HTTP_TIMEOUT_S)
+        telemetry = Telemetry()
+        env = EnvHandle(
+            channels={"base_url": base_url, "confusable": CONFUSABLE},
+            telemetry=telemetry,
+            driver=ChartDriver(session, telemetry),
+            verifier=ChartReadback(session),
+        )
+        oracle = MockMedOracle(path)
+        done = False
+
+        async def teardown() -> None:
+            nonlocal done
+            if done:
+                return
+            done = True
+            running.stores.pop(token, None)
+            with anyio.CancelScope(shield=True):
+                await session.close()
+            store.close()
+            oracle.close()
+            remove_database(path)
+
+        return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown)
