@@ -122,13 +122,16 @@ class EnvHandle:
     channels (e.g. ``{"base_url": ...}``), an optional product driver and an optional
     product verifier, and the telemetry recorder. ``browser`` is a Playwright page in a
     context of this episode's own, filled by the harness for an arm that asks for one
-    (``uses_browser = True``); providers leave it None."""
+    (``uses_browser = True``); providers leave it None. ``browser_cdp`` is the same for
+    an out-of-process agent (``uses_browser_cdp = True``): a CDP endpoint URL that
+    reaches only this episode's browser context."""
 
     channels: Mapping[str, str]
     telemetry: Telemetry = attrs.field(factory=Telemetry)
     driver: ProductDriver | None = None
     verifier: ProductVerifier | None = None
     browser: Page | None = None
+    browser_cdp: str | None = None
 
     def product_effect_verifier(self) -> ProductVerifier | None:
         """The product's own readback, or None when the provider authored none."""
