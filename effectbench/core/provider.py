@@ -57,6 +57,20 @@ class ProductDriver(Protocol):
     async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse: ...
 
 
+@runtime_checkable
+class BrowserDriver(Protocol):
+    """How a person uses the product's pages in a browser, for the browser arms: submit
+    one form (the banner the next page shows) and read the records back from the
+    product's pages. The provider knows its pages; the arm decides what to trust. A
+    provider without one gets MockMed's page conventions (docs/browser.md)."""
+
+    async def submit(
+        self, page: Page, values: Mapping[str, JSONScalar], telemetry: Telemetry
+    ) -> ProductResponse: ...
+
+    async def read(self, page: Page) -> Snapshot: ...
+
+
 @attrs.frozen
 class ActionRecord:
     kind: str
@@ -132,6 +146,8 @@ class EnvHandle:
     verifier: ProductVerifier | None = None
     browser: Page | None = None
     browser_cdp: str | None = None
+    browser_driver: BrowserDriver | None = None
+    """The product's page mechanics for the browser arms (None: MockMed's conventions)."""
 
     def product_effect_verifier(self) -> ProductVerifier | None:
         """The product's own readback, or None when the provider authored none."""
