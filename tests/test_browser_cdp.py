@@ -60,6 +60,7 @@ def _isolation_checks(a: CdpEpisode, b: CdpEpisode) -> None:
     assert a.target_id in targets_a and len(targets_a) == 2  # and the page Playwright opened
     assert targets_b == [b.target_id]
     created = cb.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    cb.call("Target.attachToTarget", {"targetId": created, "flatten": True})  # its own, at once
     assert [t["targetId"] for t in ca.call("Target.getTargets")["targetInfos"]] == targets_a
     assert "not a target of this episode" in _refused(
         ca, "Target.attachToTarget", {"targetId": created, "flatten": True}

@@ -64,7 +64,7 @@ _SESSION_DENIED: Final = frozenset({
     "Target.attachToBrowserTarget", "Target.attachToTarget", "Target.createTarget",
     "Target.createBrowserContext", "Target.disposeBrowserContext", "Target.getBrowserContexts",
     "Target.getTargets", "Target.setDiscoverTargets", "Target.closeTarget",
-    "Target.exposeDevToolsProtocol", "Target.activateTarget",
+    "Target.exposeDevToolsProtocol", "Target.activateTarget", "Target.sendMessageToTarget",
 })  # fmt: skip
 _BROWSER_UI: Final = frozenset({"browser", "browser_ui", "tab"})
 _TARGET_EVENTS: Final = frozenset({
@@ -229,11 +229,13 @@ class _Client:
             infos = msg["result"].get("targetInfos") or []
             own = [i for i in infos if self._is_own(i)]
             msg = {**msg, "result": {**msg["result"], "targetInfos": own}}
-        elif method == "Target.createTarget" and "result" in msg and self.auto_attach:
+        elif method == "Target.createTarget" and "result" in msg:
             target = msg["result"].get("targetId")
+            # pinned to this context; known before the agent can name it in its next command
             self.hub.remember(target, self.episode.context_id)
-            asyncio.ensure_future(self._attach_then(target, msg))
-            return
+            if self.auto_attach:
+                asyncio.ensure_future(self._attach_then(target, msg))
+                return
         self.send(msg)
 
     async def _attach_then(self, target: str, reply: Message) -> None:
