@@ -6,7 +6,10 @@ stdlib CDP client, so what is refused is refused by the proxy, not by a client."
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -174,3 +177,35 @@ def test_contexts_are_closed_when_the_agent_fails_or_times_out(
     rows = [orjson.loads(x) for x in (run.run_dir / "results.jsonl").read_bytes().splitlines()]
     assert sorted(r["failure_class"] for r in rows) == ["agent", "agent"]
     assert recording_hub.seen == [(0, [])]
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_run_leaves_no_cdp_browser_behind(tmp_path: Path) -> None:
+    """The pipe-driven Chromium behind the endpoints dies with a SIGKILLed harness."""
+    from test_browser_lifecycle import _SCRIPT, _comm, _descendants, _wait_until_gone
+
+    out = tmp_path / "run"
+    harness = subprocess.Popen(
+        [str(_SCRIPT), "run", "--arm", "cdp_screen_only", "--trials", "40",
+         "--concurrency", "4", "--out", str(out), "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90.0
+        browsers: dict[int, int] = {}
+        while time.monotonic() < deadline:
+            log = out / "events.jsonl"
+            if log.exists() and log.read_bytes().count(b'"episode.arm_started"') >= 4:
+                tree = _descendants(harness.pid)
+                browsers = {pid: t for pid, t in tree.items() if "chrom" in _comm(pid)}
+                if len(browsers) >= 3:  # the browser, its zygote and a renderer
+                    break
+            time.sleep(0.05)
+        assert len(browsers) >= 3, browsers
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+        survivors = _wait_until_gone(browsers)
+        assert survivors == [], [(pid, _comm(pid)) for pid in survivors]
+    finally:
+        harness.kill()
+        harness.wait()
