@@ -176,15 +176,22 @@ def _preflight_arms(arms: Mapping[str, Arm]) -> None:
 
 def _check_browser(arms: Mapping[str, Arm]) -> None:
     """Before anything is written: a browser arm needs Playwright and a Chromium."""
-    from effectbench.browser import BrowserUnavailable, check_browser, uses_browser
+    from effectbench.browser import (
+        BrowserUnavailable,
+        check_browser,
+        find_chromium,
+        uses_browser,
+        uses_browser_cdp,
+    )
 
     needing = sorted(name for name, arm in arms.items() if uses_browser(arm))
-    if not needing:
+    cdp = sorted(name for name, arm in arms.items() if uses_browser_cdp(arm))
+    if not needing and not cdp:
         return
     try:
-        check_browser()
+        check_browser() if needing else find_chromium()
     except BrowserUnavailable as exc:
-        raise RunError(f"arm {', '.join(needing)} drives a browser: {exc}") from None
+        raise RunError(f"arm {', '.join(needing or cdp)} drives a browser: {exc}") from None
 
 
 def _apply_isolation(arms: dict[str, Arm], isolate: bool | None) -> dict[str, Arm]:

@@ -299,6 +299,8 @@ class ExecArm:
     ``isolate``: None isolates when the host can (the default), True requires it
     (``ContainmentUnavailable`` otherwise), False runs a plain subprocess.
     ``timeout_s`` bounds an episode when the scheduler gives no ``--episode-timeout``.
+    ``browser``: the harness opens a browser context per episode and sends its CDP
+    endpoint in the ``episode`` message (docs/agent-protocol.md, "A browser").
     """
 
     def __init__(
@@ -310,6 +312,7 @@ class ExecArm:
         isolate: bool | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
+        browser: bool = False,
     ) -> None:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
@@ -322,6 +325,8 @@ class ExecArm:
         self.isolate = isolate
         self.timeout_s = timeout_s
         self.env = dict(env or {})
+        self.uses_browser_cdp: bool = browser
+        """Ask the harness for a browser context and pass its CDP endpoint in ``episode``."""
         self.version: str = _code_version(argv)
         self._tg: anyio.abc.TaskGroup | None = None
         self._hide: tuple[str, ...] = ()
@@ -344,7 +349,7 @@ class ExecArm:
         """The same agent with another isolation choice (the run's ``--isolate``)."""
         clone = ExecArm(
             self.argv, name=self.name, mode=self.mode, isolate=isolate,
-            timeout_s=self.timeout_s, env=self.env,
+            timeout_s=self.timeout_s, env=self.env, browser=self.uses_browser_cdp,
         )  # fmt: skip
         clone.version = self.version
         return clone
@@ -493,7 +498,9 @@ class ExecArm:
         try:
             with anyio.move_on_after(budget) as scope:
                 try:
-                    await conn.send(protocol.episode_line(task, env.channels, budget))
+                    await conn.send(
+                        protocol.episode_line(task, env.channels, budget, env.browser_cdp)
+                    )
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                     pass  # the process is gone; pump_stdout fails the slot with its exit
                 await slot.done.wait()

@@ -27,9 +27,15 @@ _SCALARS: Final = (str, int, float, bool, type(None))
 _USAGE: Final = ("input_tokens", "output_tokens", "cost_usd", "latency_ms")
 
 
-def episode_line(task: TaskView, channels: Mapping[str, str], timeout_s: float | None) -> bytes:
+def episode_line(
+    task: TaskView,
+    channels: Mapping[str, str],
+    timeout_s: float | None,
+    cdp_url: str | None = None,
+) -> bytes:
     """One ``episode`` message: the TaskView's fields, the channels and the deadline
-    (``deadline`` in Unix seconds, ``timeout_s`` relative, both null without a limit)."""
+    (``deadline`` in Unix seconds, ``timeout_s`` relative, both null without a limit);
+    ``browser`` carries the episode's CDP endpoint when the agent asked for a browser."""
     view = converter.unstructure(task)
     episode_id = view.pop("episode_id")
     message = {
@@ -41,6 +47,8 @@ def episode_line(task: TaskView, channels: Mapping[str, str], timeout_s: float |
         "deadline": None if timeout_s is None else time.time() + timeout_s,
         "timeout_s": timeout_s,
     }
+    if cdp_url is not None:
+        message["browser"] = {"cdp_url": cdp_url}
     return orjson.dumps(message) + b"\n"
 
 

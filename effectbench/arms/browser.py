@@ -6,7 +6,8 @@ chart's records page before and after, and claims success only when the declared
 effect holds in what that page shows. They make the same decisions as their HTTP
 twins (``effectbench.arms.baselines``), so on the anchor they must score the same.
 
-They need the harness's ``browser`` channel (``uses_browser = True``) and a product
+They need the harness's ``browser`` channel (``uses_browser = True``) and either the
+provider's page mechanics (``EnvHandle.browser_driver``, e.g. Roundup's) or a product
 whose base URL serves the form, ``encounters`` as its action and a ``records`` page
 (MockMed's conventions, see docs/packs.md). Each records a screenshot after a submit.
 """
@@ -109,6 +110,25 @@ def _base_url(env: EnvHandle) -> str:
     return env.channels.get("web_url") or env.channels["base_url"]
 
 
+async def _submit(env: EnvHandle, page: Page, values: Mapping[str, JSONScalar]) -> ProductResponse:
+    """Through the provider's page mechanics when it has them, else MockMed's conventions;
+    a screenshot after the submit either way."""
+    driver = env.browser_driver
+    if driver is None:
+        return await submit_form_in_browser(page, _base_url(env), values, env.telemetry)
+    response = await driver.submit(page, values, env.telemetry)
+    if env.telemetry.wants_screenshots:
+        env.telemetry.screenshot(await page.screenshot(), "after submit")
+    return response
+
+
+async def _read(env: EnvHandle, page: Page) -> Snapshot:
+    driver = env.browser_driver
+    if driver is None:
+        return await read_records_page(page, _base_url(env))
+    return await driver.read(page)
+
+
 class BrowserScreenOnlyArm:
     """Fills and submits the form in a browser; reports success exactly when the banner
     says saved, else halts."""
@@ -121,9 +141,7 @@ class BrowserScreenOnlyArm:
             return _halt(NO_BROWSER)
         if task.solution is None:
             return _halt(NO_SCRIPT)
-        response = await submit_form_in_browser(
-            env.browser, _base_url(env), task.solution, env.telemetry
-        )
+        response = await _submit(env, env.browser, task.solution)
         if response.screen_says_saved:
             return AgentReport(
                 reported_success=True,
@@ -148,13 +166,12 @@ class BrowserEffectVerifiedArm:
             return _halt(NO_BROWSER)
         if task.solution is None:
             return _halt(NO_SCRIPT)
-        base = _base_url(env)
         if task.effect is None:
-            await submit_form_in_browser(page, base, task.solution, env.telemetry)
+            await _submit(env, page, task.solution)
             return _halt("acted but cannot verify: the task declares no effect to check")
-        before = await read_records_page(page, base)
-        await submit_form_in_browser(page, base, task.solution, env.telemetry)
-        after = await read_records_page(page, base)
+        before = await _read(env, page)
+        await _submit(env, page, task.solution)
+        after = await _read(env, page)
         verdict = judge(task.effect, before, after)
         if verdict.true_state is TrueState.CORRECT:
             return AgentReport(

@@ -7,7 +7,9 @@ Public pieces:
   (the distribution's, found by ``find_chromium``), started so it dies with the harness.
   Reuse these wherever the project needs a browser (reports, tools, tests).
 - ``BrowserPool``: the run's browsers; ``open()`` gives one episode a fresh context and page.
-- ``uses_browser(arm)``: whether an arm asks for the ``browser`` channel.
+- ``uses_browser(arm)``: whether an arm asks for the ``browser`` channel;
+  ``uses_browser_cdp(arm)``: whether a protocol agent asks for a CDP endpoint
+  (``effectbench.browser.cdp_proxy.CdpHub``).
 
 Importing this package does not import Playwright; only starting a browser does.
 """
@@ -36,6 +38,12 @@ def uses_browser(arm: object) -> bool:
     return getattr(arm, "uses_browser", False) is True
 
 
+def uses_browser_cdp(arm: object) -> bool:
+    """A protocol agent asks for a CDP endpoint by ``uses_browser_cdp = True``
+    (``ExecArm(..., browser=True)``); the scheduler then fills ``EnvHandle.browser_cdp``."""
+    return getattr(arm, "uses_browser_cdp", False) is True
+
+
 __all__ = [
     "CANDIDATES",
     "CHROMIUM_ENV",
@@ -52,4 +60,5 @@ __all__ = [
     "require_playwright",
     "start_playwright",
     "uses_browser",
+    "uses_browser_cdp",
 ]

@@ -28,7 +28,14 @@ if TYPE_CHECKING:
     from playwright.async_api import Browser, Playwright
 
 CHROMIUM_ENV: Final = "EFFECTBENCH_CHROMIUM"
-CANDIDATES: Final = ("chromium", "chromium-browser", "google-chrome")
+CANDIDATES: Final = (
+    "chromium-headless-shell",
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+)
+"""The headless shell first: Chromium's old headless mode without the browser's UI
+layers costs a third of the full browser's CPU per episode (docs/performance.md, 8)."""
 FLAGS: Final = (
     "--no-sandbox",
     "--disable-gpu",
@@ -45,7 +52,8 @@ FLAGS: Final = (
 nothing that phones home or spawns a crash handler that would outlive the browser."""
 
 INSTALL_HINT: Final = (
-    "install one with `apt-get install chromium` (Debian/Ubuntu) or `playwright install "
+    "install one with `apt-get install chromium-headless-shell` (Debian) or `apt-get "
+    "install chromium` (Debian/Ubuntu) or `playwright install "
     f"chromium`, or point {CHROMIUM_ENV} at a Chromium executable"
 )
 
@@ -79,8 +87,9 @@ def _managed_chromium() -> str | None:
 
 
 def find_chromium() -> str:
-    """The Chromium to launch: ``$EFFECTBENCH_CHROMIUM``, else the first of chromium,
-    chromium-browser, google-chrome on PATH, else Playwright's own download."""
+    """The Chromium to launch: ``$EFFECTBENCH_CHROMIUM``, else the first of
+    chromium-headless-shell, chromium, chromium-browser, google-chrome on PATH, else
+    Playwright's own download."""
     configured = os.environ.get(CHROMIUM_ENV)
     if configured:
         path = shutil.which(configured)

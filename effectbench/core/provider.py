@@ -57,6 +57,20 @@ class ProductDriver(Protocol):
     async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse: ...
 
 
+@runtime_checkable
+class BrowserDriver(Protocol):
+    """How a person uses the product's pages in a browser, for the browser arms: submit
+    one form (the banner the next page shows) and read the records back from the
+    product's pages. The provider knows its pages; the arm decides what to trust. A
+    provider without one gets MockMed's page conventions (docs/browser.md)."""
+
+    async def submit(
+        self, page: Page, values: Mapping[str, JSONScalar], telemetry: Telemetry
+    ) -> ProductResponse: ...
+
+    async def read(self, page: Page) -> Snapshot: ...
+
+
 @attrs.frozen
 class ActionRecord:
     kind: str
@@ -125,13 +139,18 @@ class EnvHandle:
     channels (e.g. ``{"base_url": ...}``), an optional product driver and an optional
     product verifier, and the telemetry recorder. ``browser`` is a Playwright page in a
     context of this episode's own, filled by the harness for an arm that asks for one
-    (``uses_browser = True``); providers leave it None."""
+    (``uses_browser = True``); providers leave it None. ``browser_cdp`` is the same for
+    an out-of-process agent (``uses_browser_cdp = True``): a CDP endpoint URL that
+    reaches only this episode's browser context."""
 
     channels: Mapping[str, str]
     telemetry: Telemetry = attrs.field(factory=Telemetry)
     driver: ProductDriver | None = None
     verifier: ProductVerifier | None = None
     browser: Page | None = None
+    browser_cdp: str | None = None
+    browser_driver: BrowserDriver | None = None
+    """The product's page mechanics for the browser arms (None: MockMed's conventions)."""
 
     def product_effect_verifier(self) -> ProductVerifier | None:
         """The product's own readback, or None when the provider authored none."""

@@ -80,6 +80,7 @@ from effectbench.run.twin import reference_program, run_twin
 
 if TYPE_CHECKING:
     from effectbench.browser import BrowserPool, EpisodeBrowser
+    from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
 
 log = structlog.get_logger("effectbench.run.scheduler")
 
@@ -347,10 +348,12 @@ class Scheduler:
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
         self._all_started = False
-        from effectbench.browser import uses_browser
+        from effectbench.browser import uses_browser, uses_browser_cdp
 
         self._browser_arms = frozenset(n for n, a in arms.items() if uses_browser(a))
         self._browsers: BrowserPool | None = None
+        self._cdp_arms = frozenset(n for n, a in arms.items() if uses_browser_cdp(a))
+        self._cdp: CdpHub | None = None
         self._writer: Any = None
         self.executor = executor
         """Where episodes run (effectbench.executors); None runs them here, as always."""
@@ -503,6 +506,8 @@ class Scheduler:
     async def _start_browsers(self) -> bool:
         """Start the run's browsers when an arm needs one; False (and the run's start
         error set) when they cannot start."""
+        if not await self._start_cdp():
+            return False
         if not self._browser_arms:
             return True
         from effectbench.browser import BrowserPool, default_browsers
@@ -522,7 +527,32 @@ class Scheduler:
         self._browsers = pool
         return True
 
+    async def _start_cdp(self) -> bool:
+        """The browser behind protocol agents' CDP endpoints, when an arm asks for one."""
+        if not self._cdp_arms:
+            return True
+        from effectbench.browser.cdp_proxy import CdpHub
+
+        hub = CdpHub()
+        try:
+            await hub.start()
+        except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
+            self._start_error = ProviderStartError(
+                f"the browser for arm {', '.join(sorted(self._cdp_arms))} failed to start: "
+                f"{exc}; nothing ran. Fix it, then continue with: "
+                f"effectbench run --resume {self.run_dir}"
+            )
+            return False
+        self._cdp = hub
+        return True
+
     async def _stop_browsers(self) -> None:
+        hub, self._cdp = self._cdp, None
+        if hub is not None:
+            try:
+                await hub.stop()
+            except Exception as exc:  # noqa: BLE001 - must not hide the run's own result
+                log.error("browser.stop_failed", error=_one_line(exc))
         pool, self._browsers = self._browsers, None
         if pool is not None:
             try:
@@ -532,6 +562,7 @@ class Scheduler:
 
     async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
         if not await self._start_browsers():
+            await self._stop_browsers()
             return
         hand_over = getattr(self.provider, "use_state_dir", None)
         if callable(hand_over):  # the per-run root for episode state (effectbench.run.statedir)
@@ -680,12 +711,18 @@ class Scheduler:
         failure: _Episode | None = None
         provisioned: ProvisionedEpisode | None = None
         browser: EpisodeBrowser | None = None
+        cdp: CdpEpisode | None = None
         try:
             provisioned = await self._provision(spec)
             if spec.arm in self._browser_arms:
                 browser = await self._open_browser(spec)
                 provisioned = attrs.evolve(
                     provisioned, env=attrs.evolve(provisioned.env, browser=browser.page)
+                )
+            if spec.arm in self._cdp_arms:
+                cdp = await self._open_cdp()
+                provisioned = attrs.evolve(
+                    provisioned, env=attrs.evolve(provisioned.env, browser_cdp=cdp.url)
                 )
             outcome = await self._drive(spec, provisioned)
         except _Episode as exc:
@@ -698,6 +735,10 @@ class Scheduler:
         finally:
             if browser is not None:  # the context goes first: its page talks to the product
                 browser_error = await self._close_browser(browser)
+                if browser_error is not None and failure is None:
+                    failure = _Episode(FailureClass.ENVIRONMENT, "browser", browser_error)
+            if cdp is not None:
+                browser_error = await self._close_cdp(cdp)
                 if browser_error is not None and failure is None:
                     failure = _Episode(FailureClass.ENVIRONMENT, "browser", browser_error)
             if provisioned is not None:
@@ -775,6 +816,33 @@ class Scheduler:
                 FailureClass.ENVIRONMENT, "browser", f"no browser page within {limit:g}s"
             )
         return opened
+
+    async def _open_cdp(self) -> CdpEpisode:
+        """A fresh context and its CDP endpoint for a protocol agent's episode."""
+        hub = self._cdp
+        assert hub is not None
+        limit = self.options.provider_timeout
+        opened: CdpEpisode | None = None
+        try:
+            with anyio.move_on_after(limit):
+                opened = await hub.open()
+        except Exception as exc:
+            raise _Episode(FailureClass.ENVIRONMENT, "browser", _one_line(exc)) from exc
+        if opened is None:
+            raise _Episode(
+                FailureClass.ENVIRONMENT, "browser", f"no browser context within {limit:g}s"
+            )
+        return opened
+
+    async def _close_cdp(self, episode: CdpEpisode) -> str | None:
+        """Always runs: the context goes even when the agent failed or timed out."""
+        hub = self._cdp
+        try:
+            if hub is not None:
+                await hub.close(episode)
+        except Exception as exc:  # noqa: BLE001 - the browser's failure, not the arm's
+            return _one_line(exc)
+        return None
 
     async def _close_browser(self, browser: EpisodeBrowser) -> str | None:
         """Always runs, even when the arm failed, timed out or the run is being cancelled."""

@@ -1,9 +1,11 @@
-"""Two reference agents that run outside the harness process, as registered arms.
+"""Reference agents that run outside the harness process, as registered arms.
 
 ``node_effect_verified`` runs ``effect_verified.js`` under Node.js; ``py_effect_verified``
 runs ``effect_verified.py`` under a system Python. Both speak the agent protocol and do
 what the in-process ``effect_verified`` arm does, over MockMed's HTTP API. They are the
-worked examples of docs/writing-an-arm.md.
+worked examples of docs/writing-an-arm.md. ``cdp_screen_only`` runs
+``cdp_screen_only.py``, which does what ``browser_screen_only`` does, in the episode's
+own browser context over the CDP endpoint the harness gives it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from effectbench.agents.exec import ExecArm
 HERE: Final = Path(__file__).resolve().parent
 NODE_AGENT: Final = HERE / "effect_verified.js"
 PYTHON_AGENT: Final = HERE / "effect_verified.py"
+CDP_AGENT: Final = HERE / "cdp_screen_only.py"
 
 
 def system_python() -> str:
@@ -43,9 +46,18 @@ class PyEffectVerifiedArm(ExecArm):
         super().__init__([system_python(), str(PYTHON_AGENT)], name="py_effect_verified")
 
 
+class CdpScreenOnlyArm(ExecArm):
+    """browser_screen_only, as a stand-alone program driving its episode's browser over CDP."""
+
+    def __init__(self) -> None:
+        super().__init__([system_python(), str(CDP_AGENT)], name="cdp_screen_only", browser=True)
+
+
 __all__ = [
+    "CDP_AGENT",
     "NODE_AGENT",
     "PYTHON_AGENT",
+    "CdpScreenOnlyArm",
     "NodeEffectVerifiedArm",
     "PyEffectVerifiedArm",
     "system_python",

@@ -132,6 +132,7 @@ class RoundupProvider:
             )
         import aiohttp
 
+        from effectbench_roundup.browser import RoundupBrowserDriver
         from effectbench_roundup.client import IssueReadback, TrackerDriver, _Browser
         from effectbench_roundup.oracle import TrackerOracle
 
@@ -171,6 +172,7 @@ class RoundupProvider:
             telemetry=telemetry,
             driver=TrackerDriver(browser, telemetry),
             verifier=IssueReadback(browser),
+            browser_driver=RoundupBrowserDriver(web, USER, PASSWORD),
         )
 
         async def teardown() -> None:
