@@ -245,7 +245,7 @@ async def test_a_body_still_in_flight_at_teardown_ends_quietly(provider: MockMed
     ).encode()
     async with await anyio.connect_tcp("127.0.0.1", int(url.port or 0)) as sock:
         await sock.send(head + body[:10])
-        await anyio.sleep(0.05)  # the handler is now waiting for the rest of the body
+        await anyio.wait_all_tasks_blocked()  # the handler is now waiting for the rest of the body
         await ep.teardown()
         await sock.send(body[10:])
         reply = b""

@@ -136,6 +136,10 @@ def test_the_http_variant_differs_only_where_it_must(tmp_path: Path) -> None:
     assert "starlette" not in (tmp_path / "a" / "pyproject.toml").read_text()
 
 
+# A hang guard sized to the work, not a wait: a venv sync, two installs and, per package,
+# its own pytest, a run and an audit (each subprocess bounded by _run). The suite-wide
+# 120 s ran out on 2 cores under a load average of ~60 (the loaded-machine loop, issue 12).
+@pytest.mark.timeout(600)
 @pytest.mark.xdist_group("scaffold")
 def test_generated_packages_install_and_pass_their_tests_run_and_audit(tmp_path: Path) -> None:
     packages = {}

@@ -124,7 +124,9 @@ def test_a_glob_that_selects_nothing_is_refused() -> None:
 
 class _CountingArm:
     """Holds every episode until ``bound`` run at once (or every episode has started), so
-    the peak reaches the bound however slowly the machine starts them."""
+    the peak reaches the bound however slowly the machine starts them; then, before
+    releasing them, waits until every other task is blocked, so an episode the scheduler
+    would start beyond the bound has started (and is counted) first."""
 
     name = "counting"
 
@@ -137,12 +139,10 @@ class _CountingArm:
         self.live += 1
         self.started += 1
         self.peak = max(self.peak, self.live)
-        if self.live == self.bound or self.started == self.total:
+        if not self.full.is_set() and (self.live == self.bound or self.started == self.total):
+            await anyio.wait_all_tasks_blocked()
             self.full.set()
         await self.full.wait()
-        # a window for an episode beyond the bound to start and be counted (reaching the
-        # bound does not depend on it)
-        await anyio.sleep(0.002)
         self.live -= 1
         return AgentReport(reported_success=False, halted=True)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,8 @@ class WorkerStartError(Exception):
 
 @attrs.frozen
 class WorkerSetup:
-    """What every worker needs to run this run's episodes; sent to each worker once."""
+    """What every worker needs to run this run's episodes; sent to each worker once (and
+    to a worker that joins or restarts), by a worker plugin."""
 
     run_id: str
     plan: Plan
@@ -184,11 +185,17 @@ async def _one_episode(run: _WorkerRun, spec: EpisodeSpec, out: list[Done], i: i
         run.outcomes.pop(ep, None)
 
 
-async def run_batch_on_worker(setup: WorkerSetup, specs: list[EpisodeSpec]) -> list[Done]:
+async def run_batch_on_worker(run_id: str, specs: list[EpisodeSpec]) -> list[Done]:
     """The Dask task: a batch of whole episodes, run concurrently; their events and outcomes.
 
     A batch, not one episode per task: Dask costs milliseconds per task (docs/scale-out.md),
-    more than a slow agent's episodes can hide at a high concurrency."""
+    more than a slow agent's episodes can hide at a high concurrency. The run's setup is
+    the one its worker plugin installed (dask_setup)."""
+    from effectbench.executors.dask_setup import SETUPS
+
+    setup = SETUPS.get(run_id)
+    if not isinstance(setup, WorkerSetup):
+        raise WorkerStartError(f"{_where()} was not given the setup of run {run_id}")
     run = await _worker_run(setup)
     out: list[Done] = [([], (FailureClass.UNKNOWN, None, None, None)) for _ in specs]
     async with anyio.create_task_group() as tg:
@@ -231,6 +238,24 @@ def _import_distributed() -> Any:
     except ImportError:
         raise ExecutorError(f"--executor dask needs Dask: {INSTALL_HINT}") from None
     return distributed
+
+
+@asynccontextmanager
+async def _setup_on_workers(client: Any, setup: WorkerSetup) -> AsyncIterator[str]:
+    """Give every worker, present or future, the run's setup (a worker plugin, see
+    dask_setup); what each task is given to find it: the run id."""
+    from effectbench.executors.dask_setup import SetupPlugin
+
+    plugin = SetupPlugin(setup.run_id, setup)
+    await client.register_plugin(plugin)
+    try:
+        yield setup.run_id
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
+            try:
+                await client.unregister_worker_plugin(plugin.name)
+            except Exception as exc:  # noqa: BLE001 - the run's result stands
+                log.warning("worker_plugin.unregister_failed", error=f"{type(exc).__name__}: {exc}")
 
 
 def _setup(scheduler: Scheduler) -> WorkerSetup:
@@ -342,9 +367,11 @@ class DaskExecutor:
     async def run_all(self, scheduler: Scheduler, pending: Iterable[EpisodeSpec]) -> None:
         setup = _setup(scheduler)
         distributed = _import_distributed()
-        async with self._client(scheduler.options.concurrency) as client:
+        async with (
+            self._client(scheduler.options.concurrency) as client,
+            _setup_on_workers(client, setup) as shared,
+        ):
             await client.run_on_scheduler(_no_retries)
-            [shared] = await client.scatter([setup], broadcast=True, hash=False)
             workers = max(1, self.n_workers or len(client.scheduler_info()["workers"]))
             concurrency = scheduler.options.concurrency
             batch = batch_size(concurrency, workers)
