@@ -47,6 +47,14 @@ fi
 branch="$(git -C "$REPO" rev-parse --abbrev-ref HEAD)"
 git clone -q --bare --branch "$branch" "$REPO" "$ROOT/src.git"
 
+# This machine reaches PyPI through a TLS-intercepting egress proxy: its extra CAs go
+# into the root's trust store, and SSL_CERT_FILE points uv (which otherwise trusts only
+# its bundled roots) at that store, as on the host. A no-op where there are none.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+    chroot "$ROOT" update-ca-certificates >/dev/null
+fi
+
 # Inside the new namespace: mounts, pivot_root, then the CI steps as root.
 enter='
     R=$1; shift
@@ -67,7 +75,7 @@ start=$(date +%s)
 set +e
 nice -n 10 unshare --mount --propagation private bash -euc "$enter" enter "$ROOT" \
     /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    LANG=C.UTF-8 TERM=dumb bash -euo pipefail -c "$steps" 2>&1 | tee "$LOG"
+    LANG=C.UTF-8 TERM=dumb SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt bash -euo pipefail -c "$steps" 2>&1 | tee "$LOG"
 rc=${PIPESTATUS[0]}
 set -e
 echo "fresh-machine: .ci/run exited $rc after $(( $(date +%s) - start )) s" | tee -a "$LOG"
