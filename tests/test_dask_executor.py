@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import distributed
 import orjson
@@ -240,8 +241,25 @@ async def test_the_writer_keeps_a_given_timestamp_and_assigns_seq_and_hash(tmp_p
     assert [e.type for e in read_log(path)] == ["x.one", "x.two"]
 
 
+def _terminal_ctrl_c(harness: subprocess.Popen[str]) -> None:
+    """What Ctrl-C at a terminal does: SIGINT to the whole foreground process group."""
+    os.killpg(harness.pid, signal.SIGINT)
+
+
 @pytest.mark.timeout(300)
-def test_sigterm_stops_a_dask_run_and_resume_finishes_it(tmp_path: Path, barrier: Path) -> None:
+@pytest.mark.parametrize(
+    ("stop", "code"),
+    [
+        (lambda h: h.send_signal(signal.SIGTERM), 128 + signal.SIGTERM),
+        (_terminal_ctrl_c, 130),
+    ],
+    ids=["sigterm", "ctrl-c"],
+)
+def test_a_signal_stops_a_dask_run_and_resume_finishes_it(
+    tmp_path: Path, barrier: Path, stop: Any, code: int
+) -> None:
+    """Stopped either way, the harness says how to go on in one line: no worker process
+    prints a traceback (local workers ignore the terminal's SIGINT; the harness owns them)."""
     out = tmp_path / "run"
     env = _harness_env(TESTS)
     harness = subprocess.Popen(
@@ -254,16 +272,18 @@ def test_sigterm_stops_a_dask_run_and_resume_finishes_it(tmp_path: Path, barrier
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )  # fmt: skip
     try:
         _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
-        harness.send_signal(signal.SIGTERM)
+        stop(harness)
         _, err = harness.communicate(timeout=240)
     finally:
         if harness.poll() is None:
-            harness.kill()
-    assert harness.returncode == 128 + signal.SIGTERM, err
+            os.killpg(harness.pid, signal.SIGKILL)
+    assert harness.returncode == code, err
     assert f"effectbench run --resume {out}" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert len(_terminals(out / "events.jsonl")) < 9
     (barrier / "go").touch()
     done = _cli("run", "--resume", str(out), "--executor", "dask-local:2", "-q", env=env)

@@ -323,6 +323,8 @@ class DaskExecutor:
         import logging
         import warnings
 
+        from effectbench.executors import dask_worker_init as worker_init
+
         with warnings.catch_warnings():
             # its (dashboard-less) HTTP server says so when another cluster holds port 8787
             warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
@@ -334,6 +336,7 @@ class DaskExecutor:
                 dashboard_address=None,
                 asynchronous=True,
                 silence_logs=logging.CRITICAL,
+                preload=[worker_init.MODULE],
             )
 
     async def run_all(self, scheduler: Scheduler, pending: Iterable[EpisodeSpec]) -> None:
