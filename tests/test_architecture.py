@@ -285,7 +285,11 @@ def test_plugins_example_imports_the_old_public_paths() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["effectbench.projections.episodes", "effectbench.verify.submission", "effectbench.cli.console"],
+    [
+        "effectbench.projections.episodes",
+        "effectbench.verify.submission",
+        "effectbench.cli.console",
+    ],
 )
 def test_labels_come_from_one_function(module: str) -> None:
     """The projection, the verifier and the console turn judge + classify into labels
