@@ -47,6 +47,14 @@ fi
 branch="$(git -C "$REPO" rev-parse --abbrev-ref HEAD)"
 git clone -q --bare --branch "$branch" "$REPO" "$ROOT/src.git"
 
+# The sources a Debian 12 install has (debootstrap writes only "bookworm main"), so
+# apt gets the current Chromium from bookworm-security as a real CI machine would.
+cat >"$ROOT/etc/apt/sources.list" <<SOURCES
+deb $MIRROR bookworm main
+deb $MIRROR bookworm-updates main
+deb http://deb.debian.org/debian-security bookworm-security main
+SOURCES
+
 # This machine reaches PyPI through a TLS-intercepting egress proxy: its extra CAs go
 # into the root's trust store, and SSL_CERT_FILE points uv (which otherwise trusts only
 # its bundled roots) at that store, as on the host. A no-op where there are none.
