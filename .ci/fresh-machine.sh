@@ -8,9 +8,12 @@
 #   usage (as root, on Debian or with debootstrap installed):
 #     .ci/fresh-machine.sh [REPO] [LOG]
 #   REPO defaults to this checkout (its committed HEAD is cloned), LOG to ./fresh-ci.log.
-#   FRESHROOT (default /work/freshroot) is where the root lives; KEEP_ROOT=1 reuses a
-#   root already bootstrapped there (the clone and the apt installs in it are redone
-#   from a pristine copy, see below), MIRROR picks the Debian mirror.
+#   FRESHROOT (default /work/freshroot) is where the root lives (~2 GB once CI has
+#   installed its packages); debootstrap takes ~2 min and its result is kept as
+#   FRESHROOT.pristine.tar: KEEP_ROOT=1 restores the root from that tar instead of
+#   bootstrapping again (still no chromium, node, bwrap or caches). MIRROR picks the
+#   Debian mirror. The repository is cloned into /root/repo, as root's home is where
+#   a CI job as root may well put it (a 0700 parent). A run took ~20 min here.
 #
 # The root is entered as a chroot would be, but from a private mount namespace
 # (unshare --mount) whose root is pivot_root'ed to the new tree: the kernel refuses to
