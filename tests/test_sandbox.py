@@ -49,7 +49,7 @@ def test_an_interpreter_outside_usr_brings_its_prefix() -> None:
 
 def test_an_agent_under_a_parent_nobody_cannot_enter_still_runs(tmp_path: Path) -> None:
     """A checkout in root's 0700 home: as root the sandbox binds the program as nobody,
-    which used to skip the bind silently (every episode failed on a missing script)."""
+    which bwrap refused ("Can't find source path ...: Permission denied")."""
     home = tmp_path / "home"
     script = home / "checkout" / "agent.sh"
     script.parent.mkdir(parents=True)

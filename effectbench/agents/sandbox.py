@@ -102,8 +102,8 @@ def let_nobody_reach(paths: Iterable[str]) -> None:
     """Give "others" search (x) permission on every parent of ``paths`` (root only).
 
     As root the sandbox is set up as nobody, and bubblewrap binds each program path as
-    that user: under a parent nobody cannot enter (a checkout in root's 0700 home) the
-    bind was silently skipped and every episode failed on a missing script. Search
+    that user: under a parent nobody cannot enter (a checkout in root's 0700 home) every
+    episode failed ("bwrap: Can't find source path ...: Permission denied"). Search
     permission lists nothing; it only lets nobody reach paths whose own mode allows it
     (what effectbench.pgserver does for the PostgreSQL binaries too)."""
     for p in paths:
