@@ -45,3 +45,20 @@ def test_an_interpreter_outside_usr_brings_its_prefix() -> None:
         assert paths == []
     else:
         assert paths == [str(real.parent.parent)]
+
+
+def test_an_agent_under_a_parent_nobody_cannot_enter_still_runs(tmp_path: Path) -> None:
+    """A checkout in root's 0700 home: as root the sandbox binds the program as nobody,
+    which bwrap refused ("Can't find source path ...: Permission denied")."""
+    home = tmp_path / "home"
+    script = home / "checkout" / "agent.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\necho agent ran\n")
+    script.chmod(0o755)
+    home.chmod(0o700)
+    containment = probe()
+    assert containment.available, containment.reason
+    out = subprocess.run(
+        wrap(containment, [str(script)]), capture_output=True, text=True, check=False
+    )
+    assert (out.returncode, out.stdout) == (0, "agent ran\n"), out.stderr

@@ -98,6 +98,23 @@ def program_paths(argv: Sequence[str]) -> list[str]:
     return paths
 
 
+def let_nobody_reach(paths: Iterable[str]) -> None:
+    """Give "others" search (x) permission on every parent of ``paths`` (root only).
+
+    As root the sandbox is set up as nobody, and bubblewrap binds each program path as
+    that user: under a parent nobody cannot enter (a checkout in root's 0700 home) every
+    episode failed ("bwrap: Can't find source path ...: Permission denied"). Search
+    permission lists nothing; it only lets nobody reach paths whose own mode allows it
+    (what effectbench.pgserver does for the PostgreSQL binaries too)."""
+    for p in paths:
+        for parent in Path(p).parents:
+            if parent == Path("/"):
+                break
+            mode = parent.stat().st_mode
+            if not mode & 0o001:
+                parent.chmod(mode | 0o001)
+
+
 def absolute_argv(argv: Sequence[str]) -> list[str]:
     """The command with its program resolved on PATH and file arguments made absolute,
     so it runs the same inside the sandbox, whose working directory is the scratch dir."""
@@ -129,6 +146,8 @@ def wrap(
     if containment.setpriv is not None:
         prefix = [containment.setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     programs = program_paths(argv)
+    if containment.setpriv is not None:
+        let_nobody_reach(programs)
     masks: list[str] = []
     for h in hide:
         real = str(Path(h).resolve())
@@ -207,4 +226,4 @@ def probe() -> Containment:
     return trial
 
 
-__all__ = ["Containment", "absolute_argv", "probe", "program_paths", "wrap"]
+__all__ = ["Containment", "absolute_argv", "let_nobody_reach", "probe", "program_paths", "wrap"]
