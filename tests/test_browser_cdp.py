@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 import anyio
 import orjson
 import pytest
-from fakes import FakeProvider
 from test_agent_protocol import SCHEMA, _check
 
 from effectbench.agents import protocol
@@ -27,13 +26,14 @@ from effectbench.api import evaluate
 from effectbench.arm import TaskView
 from effectbench.browser import cdp_proxy
 from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
+from effectbench.testing import InMemoryProvider
 
 pytestmark = pytest.mark.timeout(300)
 AGENT = Path(__file__).parent / "agents" / "cdp_failing_agent.py"
 
 
 def test_the_episode_message_carries_the_endpoint_and_matches_the_schema() -> None:
-    view = TaskView.of(FakeProvider(("ok",)).tasks()[0], 0, episode_id="a::fake::ok::t0")
+    view = TaskView.of(InMemoryProvider(("ok",)).tasks()[0], 0, episode_id="a::fake::ok::t0")
     url = "ws://127.0.0.1:4100/devtools/browser/AbC-_9"
     message = orjson.loads(protocol.episode_line(view, {}, 5.0, url))
     assert message["browser"] == {"cdp_url": url}
