@@ -1,15 +1,16 @@
 """Agent protocol overhead: no-op protocol agents through the real Scheduler.
 
-The in-memory provider (effectbench.testing.InMemoryProvider) and a no-op agent (bench/_noop_agent.py,
-answers every episode at once) isolate the protocol's own cost: the episode line
-written, the report read back and parsed, and for one process per episode the process
+The in-memory provider (effectbench.testing.InMemoryProvider) and a no-op agent
+(bench/_noop_agent.py, answers every episode at once) isolate the protocol's own cost: the episode
+line written, the report read back and parsed, and for one process per episode the process
 start (a bubblewrap sandbox when isolated). Cases: the in-process no-op arm for
 reference; one long-lived agent process serving every episode, plain and isolated;
 one process per episode, plain and isolated. Target: >= 1,000 episodes/s for the
 long-lived process at concurrency 64. The per-episode cost of an isolated process start
 is reported at concurrency 1 (latency: the per-episode wall minus the long-lived one's).
 
-    .venv/bin/python bench/agent_protocol.py [--episodes 20000] [--each-episodes 1000] [--runs 3] [--json PATH]
+    .venv/bin/python bench/agent_protocol.py [--episodes 20000] [--each-episodes 1000]
+        [--runs 3] [--json PATH]
 """
 
 from __future__ import annotations

@@ -203,7 +203,8 @@ def main() -> None:
     base, top = memory[0], memory[-1]
     per_context = (top["pss_mib"] - base["pss_mib"]) / max(1, top["contexts"])
     print(
-        f"Browser episodes (MockMed anchor, both browser arms), median of {args.runs} ({load_line()})"
+        f"Browser episodes (MockMed anchor, both browser arms), median of {args.runs} "
+        f"({load_line()})"
     )
     print(table(
         ["browser", "concurrency", "episodes", "wall s", "episodes/s", "cpu s/ep",

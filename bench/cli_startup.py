@@ -119,7 +119,8 @@ def main() -> None:
         )
     )
     print(
-        f"import structlog alone: {structlog_s * 1000:.0f} ms ({rich_mods} rich modules loaded with it)"
+        f"import structlog alone: {structlog_s * 1000:.0f} ms ({rich_mods} rich modules loaded "
+        "with it)"
     )
     by_name = {r["command"]: r["median_s"] for r in rows}
     version = by_name["effectbench --version"]

@@ -4,7 +4,8 @@ Ideal wall time is episodes / concurrency x sleep = 10 s; the ratio shows what t
 harness adds on top of pure agent latency (scheduling, events, chain, teardown).
 Target: wall <= 1.10 x ideal. Runs once by default (each run takes >= 10 s).
 
-    .venv/bin/python bench/parallel_efficiency.py [--episodes 10000] [--concurrency 1000] [--runs 1] [--json PATH]
+    .venv/bin/python bench/parallel_efficiency.py [--episodes 10000] [--concurrency 1000]
+        [--runs 1] [--json PATH]
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def main() -> None:
         )
     )
     print(
-        f"target <= {TARGET_RATIO:.2f} x ideal: {ratio:.3f} ({'met' if ratio <= TARGET_RATIO else 'MISSED'})"
+        f"target <= {TARGET_RATIO:.2f} x ideal: {ratio:.3f} "
+        f"({'met' if ratio <= TARGET_RATIO else 'MISSED'})"
     )
     write_json(
         args.json,

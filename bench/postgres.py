@@ -87,7 +87,8 @@ async def _setup_ms(dsn: str, n: int) -> dict[str, float]:
         db = await pool.lease()
         for _ in range(n):
             await db.product.execute(
-                "INSERT INTO encounters(patient_id, type, note, source) VALUES ('p1', 'Triage', 'n', 'form')"
+                "INSERT INTO encounters(patient_id, type, note, source) VALUES ('p1', 'Triage', "
+                "'n', 'form')"
             )
             t0 = time.perf_counter()
             await pool.give_back(db)

@@ -144,16 +144,16 @@ def main() -> None:
     )
     ok_anchor = anchor_mb < TARGET_ANCHOR_MB
     print(
-        f"anchor report: {anchor_mb:.3f} MB (target < {TARGET_ANCHOR_MB} MB: {'met' if ok_anchor else 'MISSED'})"
+        f"anchor report: {anchor_mb:.3f} MB (target < {TARGET_ANCHOR_MB} MB: "
+        f"{'met' if ok_anchor else 'MISSED'})"
     )
     verdicts: dict[str, Any] = {"anchor_mb": anchor_mb, "anchor_ok": ok_anchor}
     for r in rows:
         ok_s, ok_mb = r["median_wall_s"] < TARGET_S, r["report_mb"] < TARGET_MB
         print(
             f"{r['case']}: {r['median_wall_s']:.2f} s wall, {r['median_cpu_s']:.2f} s CPU "
-            f"(target < {TARGET_S:.0f} s: "
-            f"{'met' if ok_s else 'MISSED'}), {r['report_mb']:.2f} MB (target < {TARGET_MB:.0f} MB: "
-            f"{'met' if ok_mb else 'MISSED'})"
+            f"(target < {TARGET_S:.0f} s: {'met' if ok_s else 'MISSED'}), {r['report_mb']:.2f} "
+            f"MB (target < {TARGET_MB:.0f} MB: {'met' if ok_mb else 'MISSED'})"
         )
         verdicts[r["case"]] = {"time_ok": ok_s, "size_ok": ok_mb}
     write_json(

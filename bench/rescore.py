@@ -267,7 +267,8 @@ def main() -> None:
     small = fastest[min(fastest)]
     ok = big["events_per_s"] >= TARGET_EPS
     print(
-        f"target >= {TARGET_EPS:,.0f} events/s: {big['events_per_s']:,.0f} ({'met' if ok else 'MISSED'})"
+        f"target >= {TARGET_EPS:,.0f} events/s: {big['events_per_s']:,.0f} "
+        f"({'met' if ok else 'MISSED'})"
     )
     verdicts["events_per_s"] = ok
     if big is not small:

@@ -10,7 +10,7 @@ x --trials. Then
 roundup-server (VmRSS) and the harness's own growth per episode (proxy, session).
 
     .venv/bin/python bench/roundup.py [--trials 1] [--runs 1] [--live 8] [--json PATH]
-"""
+"""  # noqa: E501 (the summary line is the --help description, see bench/_common.py)
 
 from __future__ import annotations
 
@@ -174,9 +174,10 @@ def main() -> None:
         )
     )
     print(
-        f"{args.live} idle trackers: roundup-server RSS median {rss['server_rss_median_mib']:.1f} MiB, "
-        f"max {rss['server_rss_max_mib']:.1f} MiB; harness grows "
-        f"{rss['harness_growth_per_episode_mib']:.2f} MiB per live episode (proxy + session)"
+        f"{args.live} idle trackers: roundup-server RSS median "
+        f"{rss['server_rss_median_mib']:.1f} MiB, max {rss['server_rss_max_mib']:.1f} MiB; "
+        f"harness grows {rss['harness_growth_per_episode_mib']:.2f} MiB per live episode (proxy "
+        "+ session)"
     )
     write_json(args.json, "roundup", {"rows": rows, "live": rss}, start_load)
 

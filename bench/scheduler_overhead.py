@@ -51,7 +51,8 @@ def main() -> None:
             }
         )
     print(
-        f"scheduler overhead, no-op arm, {args.episodes:,} episodes, median of {args.runs} ({load_line()})"
+        f"scheduler overhead, no-op arm, {args.episodes:,} episodes, median of {args.runs} "
+        f"({load_line()})"
     )
     print(
         table(
@@ -73,7 +74,8 @@ def main() -> None:
     if at64 is not None:
         ok = at64["episodes_per_s"] >= TARGET_EPS_AT_64
         print(
-            f"target >= {TARGET_EPS_AT_64:,.0f} episodes/s at 64: {at64['episodes_per_s']:,.0f} ({'met' if ok else 'MISSED'})"
+            f"target >= {TARGET_EPS_AT_64:,.0f} episodes/s at 64: {at64['episodes_per_s']:,.0f} "
+            f"({'met' if ok else 'MISSED'})"
         )
     write_json(
         args.json,

@@ -115,7 +115,8 @@ def _resolve_provider(
         return registry.provider(provider), provider
     if not isinstance(provider, BenchmarkProvider):
         raise RunError(
-            f"{provider!r} is not a BenchmarkProvider (needs name, version, tasks, start, stop, provision)"
+            f"{provider!r} is not a BenchmarkProvider (needs name, version, tasks, start, stop, "
+            "provision)"
         )
     return provider, None
 
@@ -208,7 +209,8 @@ def _apply_isolation(arms: dict[str, Arm], isolate: bool | None) -> dict[str, Ar
             if isolate:
                 raise RunError(
                     f"arm {name!r} runs inside the harness process and cannot be isolated; "
-                    "--isolate is for protocol agents (exec:...): drop it or run this arm without it"
+                    "--isolate is for protocol agents (exec:...): drop it or run this arm "
+                    "without it"
                 )
             out[name] = arm
             continue
@@ -235,7 +237,8 @@ def _run_id(plan: Plan) -> str:
 
 
 def _prepare_out(out: Path, force: bool) -> None:
-    """Create a fresh run directory; --force replaces only a run directory (effectbench.run.outdir)."""
+    """Create a fresh run directory; --force replaces only a run directory
+    (effectbench.run.outdir)."""
     from effectbench.run.outdir import OutDirError, prepare_out_dir
 
     try:
@@ -301,10 +304,10 @@ async def execute(
     False skips report.html.
 
     ``provider_options`` (e.g. ``{"pg-dsn": ...}`` from ``--pg-dsn``) go to the provider's
-    optional ``preflight``, which runs before anything is written (see ``_preflight``). ``isolate``: None
-    contains protocol agents where the host can, True requires it, False never. ``prices``
-    (``--prices FILE``, or a PriceTable) prices model calls whose arm gave no cost; a bad
-    file raises PriceTableError before anything is written."""
+    optional ``preflight``, which runs before anything is written (see ``_preflight``).
+    ``isolate``: None contains protocol agents where the host can, True requires it, False never.
+    ``prices`` (``--prices FILE``, or a PriceTable) prices model calls whose arm gave no cost; a
+    bad file raises PriceTableError before anything is written."""
     if registry is None:
         from effectbench.run.registry import Registry
 

@@ -1,3 +1,4 @@
-"""Old import path, kept so existing imports work: the code lives in `effectbench.scoring.classify`."""
+"""Old import path, kept so existing imports work: the code lives in
+`effectbench.scoring.classify`."""
 
 from effectbench.scoring.classify import *

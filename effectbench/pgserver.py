@@ -522,7 +522,8 @@ class PgRun:
         name = f"{NAME_PREFIX}{self.run_id}_e{self._count}"
         async with self._admin() as admin:
             await admin.execute(
-                f"CREATE DATABASE {_ident(name)} TEMPLATE {_ident(self.template)} STRATEGY FILE_COPY"
+                f"CREATE DATABASE {_ident(name)} TEMPLATE {_ident(self.template)} STRATEGY "
+                "FILE_COPY"
             )
         self._live.add(name)
         return name

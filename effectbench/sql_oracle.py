@@ -1,3 +1,4 @@
-"""Old import path, kept so existing imports work: the code lives in `effectbench.oracles.sqlite`."""
+"""Old import path, kept so existing imports work: the code lives in
+`effectbench.oracles.sqlite`."""
 
 from effectbench.oracles.sqlite import *

@@ -147,15 +147,40 @@ def test_the_reference_agent_speaks_the_schema(tmp_path: Path) -> None:
 PER_EPISODE = {
     "report": "finished",
     "not_json": "agent: arm 'agent' raised AgentMalformed: the agent wrote a line that is not JSON",
-    "bad_report": "agent: arm 'agent' raised AgentMalformed: the agent sent a malformed message: report reported_success must be true or false",
-    "unknown": "agent: arm 'agent' raised AgentMalformed: the agent wrote a 'report' message for unknown episode 'someone-else::fake::x::t0'",
-    "crash": "agent: arm 'agent' raised AgentExited: the agent process exited with code 3 before it reported",
-    "killed": "agent: arm 'agent' raised AgentExited: the agent process was killed by signal 9 before it reported",
-    "exit": "agent: arm 'agent' raised AgentExited: the agent process exited with code 0 before it reported",
-    "hang": f"agent: arm 'agent' raised AgentTimeout: the agent sent no report within {TIMEOUT_S:g}s",
-    "close_stdout": "agent: arm 'agent' raised AgentExited: the agent process closed its stdout before it reported",
-    "flood": "agent: arm 'agent' raised AgentMalformed: the agent wrote a line longer than 1048576 bytes",
-    "error": "agent: arm 'agent' raised AgentGaveUp: the agent gave up on the episode: the form never loaded",
+    "bad_report": (
+        "agent: arm 'agent' raised AgentMalformed: the agent sent a malformed message: report "
+        "reported_success must be true or false"
+    ),
+    "unknown": (
+        "agent: arm 'agent' raised AgentMalformed: the agent wrote a 'report' message for "
+        "unknown episode 'someone-else::fake::x::t0'"
+    ),
+    "crash": (
+        "agent: arm 'agent' raised AgentExited: the agent process exited with code 3 before it "
+        "reported"
+    ),
+    "killed": (
+        "agent: arm 'agent' raised AgentExited: the agent process was killed by signal 9 before "
+        "it reported"
+    ),
+    "exit": (
+        "agent: arm 'agent' raised AgentExited: the agent process exited with code 0 before it "
+        "reported"
+    ),
+    "hang": (
+        f"agent: arm 'agent' raised AgentTimeout: the agent sent no report within {TIMEOUT_S:g}s"
+    ),
+    "close_stdout": (
+        "agent: arm 'agent' raised AgentExited: the agent process closed its stdout before it "
+        "reported"
+    ),
+    "flood": (
+        "agent: arm 'agent' raised AgentMalformed: the agent wrote a line longer than 1048576 bytes"
+    ),
+    "error": (
+        "agent: arm 'agent' raised AgentGaveUp: the agent gave up on the episode: the form "
+        "never loaded"
+    ),
     "actions": "agent: arm 'agent' raised AgentMalformed: the agent sent more than 10000 actions",
 }
 
@@ -181,11 +206,18 @@ SHARED = {
     "report": "finished",
     "not_json": "finished",  # the stray line names no episode: dropped, counted
     "bad_report": "agent: arm 'agent' raised AgentMalformed: the agent sent a malformed message",
-    "unknown": f"agent: arm 'agent' raised AgentTimeout: the agent sent no report within {TIMEOUT_S:g}s",
-    "crash": "agent: arm 'agent' raised AgentExited: the agent process exited with code 3 before it reported",
+    "unknown": (
+        f"agent: arm 'agent' raised AgentTimeout: the agent sent no report within {TIMEOUT_S:g}s"
+    ),
+    "crash": (
+        "agent: arm 'agent' raised AgentExited: the agent process exited with code 3 before it "
+        "reported"
+    ),
     "flood": "finished",
     "exit": "agent: arm 'agent' raised AgentExited: the agent process exited with code 0",
-    "hang": f"agent: arm 'agent' raised AgentTimeout: the agent sent no report within {TIMEOUT_S:g}s",
+    "hang": (
+        f"agent: arm 'agent' raised AgentTimeout: the agent sent no report within {TIMEOUT_S:g}s"
+    ),
     "error": "agent: arm 'agent' raised AgentGaveUp: the agent gave up on the episode",
     "actions": "agent: arm 'agent' raised AgentMalformed: the agent sent more than 10000 actions",
 }

@@ -80,7 +80,8 @@ TASKS = (
 )
 
 Scenario = str
-"""success | phantom | duplicate | wrong_field | over_halt | false_abort | fail_env | unreadable | unfinished"""
+"""success | phantom | duplicate | wrong_field | over_halt | false_abort | fail_env | unreadable
+| unfinished"""
 
 
 def default_scenario(arm: str, task: TaskSpec, trial: int) -> Scenario:
@@ -343,7 +344,8 @@ def test_metrics_shape_and_values(run: Path) -> None:
         assert key in a
     for key in ("pass_at_1", "pass_at_k", "pass_pow_k", "pass_hat_k"):
         assert key in a
-    # screen_only: 12 planned, 1 failed -> 11 eligible; SWER = 2 wrong_field + 2 duplicate + 3 phantom
+    # screen_only: 12 planned, 1 failed -> 11 eligible; SWER = 2 wrong_field + 2 duplicate + 3
+    # phantom
     assert (a["n_episodes"], a["n_eligible"]) == (12, 11)
     assert (a["swer"]["numerator"], a["swer"]["denominator"]) == (7, 11)
     assert a["swer_wrong_write"]["numerator"] == 4 and a["swer_phantom"]["numerator"] == 3

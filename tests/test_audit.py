@@ -650,7 +650,7 @@ def test_a_fault_that_stopped_firing_fails_the_audit_naming_the_task(tmp_path: P
     assert "the fault did not fire" in format_audit(report)
 
 
-# --- a ledger whose oracle forgets a fixed field ---------------------------------------------------
+# --- a ledger whose oracle forgets a fixed field ------------------------------------------------
 
 PAYEES = ("acme", "globex")
 PAYMENT: dict[str, JSONScalar | ParamRef] = {

@@ -185,7 +185,8 @@ def test_a_browser_run_without_a_browser_fails_in_one_line(tmp_path: Path, chrom
     proc = subprocess.run(
         [str(_SCRIPT), "run", "--arm", "browser_screen_only", "--trials", "1",
          "--out", str(tmp_path / "run")],
-        check=False, capture_output=True, text=True, timeout=60, env=_no_browser_env(tmp_path, **extra),
+        check=False, capture_output=True, text=True, timeout=60,
+        env=_no_browser_env(tmp_path, **extra),
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()

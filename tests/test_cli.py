@@ -157,7 +157,11 @@ def test_version_and_plugin_listings(tmp_path: Path) -> None:
 
 
 def test_version_imports_nothing_heavy() -> None:
-    code = "import sys, effectbench.cli.commands; print(sorted(m for m in ('anyio','aiohttp','httpx','uvicorn','rich','jinja2','cattrs','structlog') if m in sys.modules))"
+    code = (
+        "import sys, effectbench.cli.commands; print(sorted(m for m in "
+        "('anyio','aiohttp','httpx','uvicorn','rich','jinja2','cattrs','structlog') if m in "
+        "sys.modules))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

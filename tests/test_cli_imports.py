@@ -1,6 +1,7 @@
 """The fixed cost of a command: what it imports. `--help` of any command, a rescore and
 a verify of a sound run load neither structlog (which pulls in rich) nor the scheduler;
-`--help` not even the artifact code, anyio, cattrs or jinja2. Diagnostics still reach stderr in the chosen format when something logs."""
+`--help` not even the artifact code, anyio, cattrs or jinja2. Diagnostics still reach stderr in
+the chosen format when something logs."""
 
 from __future__ import annotations
 

@@ -226,8 +226,9 @@ async def test_c3_phantom_and_c7_noop_forward_nothing(
     upstream: tuple[Upstream, str], encoding: str
 ) -> None:
     app, base = upstream
-    phantom = await _proxy(base, {"proxy.fault": "phantom",
-                                  "proxy.location": "issue?@ok_message=issue%2042%20created"})  # fmt: skip
+    phantom = await _proxy(
+        base, {"proxy.fault": "phantom", "proxy.location": "issue?@ok_message=issue%2042%20created"}
+    )  # fmt: skip
     noop = await _proxy(base, {"proxy.fault": "noop", "proxy.body": "Saved"})
     try:
         moved = await _post(phantom, encoding)

@@ -112,7 +112,8 @@ async def test_the_lost_update_needs_read_committed(pg_dsn: str) -> None:
     async def build(conn: object) -> None:
         await conn.execute(PG_SCHEMA_DDL)  # type: ignore[attr-defined]
         await conn.execute(  # type: ignore[attr-defined]
-            "INSERT INTO encounters(patient_id, type, note, source) VALUES ('p1', 'Urgent', 'old', 'ward-b')"
+            "INSERT INTO encounters(patient_id, type, note, source) VALUES ('p1', 'Urgent', "
+            "'old', 'ward-b')"
         )
 
     run = PgRun(pg_dsn)

@@ -116,7 +116,8 @@ def test_provider_satisfies_the_protocol() -> None:
 
 # --- the nine fault modes over real HTTP + SQLite ----------------------------------
 
-# mode -> (banner says saved, HTTP status, [(type, note is this trial's note)] stored after one submit)
+# mode -> (banner says saved, HTTP status, [(type, note is this trial's note)] stored after one
+# submit)
 EXPECTED: dict[str, tuple[bool, int, list[tuple[str, bool]]]] = {
     "ok": (True, 200, [("Triage", True)]),
     "partial": (True, 200, [("Triage", False)]),

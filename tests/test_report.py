@@ -106,7 +106,8 @@ def test_the_report_leaves_the_four_artifacts_untouched(mockmed_run: Path, tmp_p
 
 def test_run_no_report_writes_none(tmp_path: Path) -> None:
     proc = _cli(
-        "run", "--provider", "effectbench.testing:InMemoryProvider", "--arm", "effectbench.testing:ScriptedArm", "--trials", "1",
+        "run", "--provider", "effectbench.testing:InMemoryProvider",
+        "--arm", "effectbench.testing:ScriptedArm", "--trials", "1",
         "--out", str(tmp_path / "r"), "--no-report", "-q", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -225,7 +226,8 @@ def _episode_events(
         _ev(1, "episode.pre_snapshot", {"attempt": 0, "snapshot": pre}),
         _ev(2, "episode.telemetry", {"model_calls": None, "input_tokens": None,
                                      "output_tokens": None, "cost_usd": None, "actions": 1}),
-        _ev(3, "episode.reported", {"reported_success": True, "halted": False, "message": "saved", "wall_ms": 3.0}),
+        _ev(3, "episode.reported", {"reported_success": True, "halted": False,
+                                    "message": "saved", "wall_ms": 3.0}),
         _ev(4, "episode.post_read", {"attempt": 0, "snapshot": post}),
         *extra,
         _ev(9, "episode.finished", {}),

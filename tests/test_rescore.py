@@ -265,8 +265,8 @@ def _wait_for(what: str, ready: Callable[[], bool]) -> None:
 def test_rescore_refuses_a_live_run_and_writes_nothing(tmp_path: Path) -> None:
     run = tmp_path / "live"
     live = subprocess.Popen(
-        [*EFFECTBENCH, "run", "--provider", "effectbench.testing:InMemoryProvider", "--arm", "effectbench.testing:HangingArm",
-         "--trials", "1", "--out", str(run), "-q"],
+        [*EFFECTBENCH, "run", "--provider", "effectbench.testing:InMemoryProvider",
+         "--arm", "effectbench.testing:HangingArm", "--trials", "1", "--out", str(run), "-q"],
         cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

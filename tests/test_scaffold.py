@@ -28,7 +28,8 @@ _SCRIPT = Path(sys.executable).with_name("effectbench")
 EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench"]
 
 VARIANTS = {"ap-ledger": ["--http"], "desk-notes-kept-in-process-for-this-test": []}
-"""Provider name -> extra flags: one package per variant (the second name has the maximum length)."""
+"""Provider name -> extra flags: one package per variant (the second name has the maximum length).
+"""
 
 
 def _env() -> dict[str, str]:

@@ -100,7 +100,8 @@ def test_the_oracle_connection_cannot_write(tmp_path: Path) -> None:
 
 
 def test_the_ro_uri_alone_refuses_writes(tmp_path: Path) -> None:
-    """mode=ro is the guard, not just the query_only pragma: drop the pragma and writes still fail."""
+    """mode=ro is the guard, not just the query_only pragma: drop the pragma and writes still
+    fail."""
     db = tmp_path / "sor.db"
     make_db(db)
     conn = connect_ro(db)

@@ -95,7 +95,8 @@ class ScreenOnlyArm:
 
 
 class EffectVerifiedArm:
-    """Acts once and claims success only when the product's readback confirms the declared effect."""
+    """Acts once and claims success only when the product's readback confirms the declared
+    effect."""
 
     name: str = "effect_verified"
 

@@ -25,8 +25,8 @@ and checks, per task:
     the control is ``leaky``.
 
 A task whose evidence is missing (an arm short of its planned trials, an episode
-failed, a snapshot was unreadable) is ``incomplete``: nothing is attested from a check that did not happen. The
-``adversarially_audited`` attestation of a task is True exactly when its status is
+failed, a snapshot was unreadable) is ``incomplete``: nothing is attested from a check that did not
+happen. The ``adversarially_audited`` attestation of a task is True exactly when its status is
 ``audited``.
 """
 
@@ -353,7 +353,8 @@ def _audit_task(
                 else ""
             )
             failed[BROKEN].append(
-                f"reference did not reach the correct effect on {r.episode_id}: {state}{detail} [{_pointer(r)}]"
+                f"reference did not reach the correct effect on {r.episode_id}: {state}{detail} "
+                f"[{_pointer(r)}]"
             )
 
     # (a'') a reference diff: its program must reach CORRECT on a fault-free twin (the
@@ -379,16 +380,16 @@ def _audit_task(
     if task.category is not Category.CONTROL and not task.correct_action_available:
         if task.solution is None and not is_refusal_control(task):
             failed[INCOMPLETE].append(
-                "the task declares no correct action and offers no solution, so no naive submission "
-                "shows that its fault fires"
+                "the task declares no correct action and offers no solution, so no naive "
+                "submission shows that its fault fires"
             )
         for r in refs if task.solution is not None else ():
             if r.true_state is TrueState.CORRECT:
                 evidence[r.episode_id] = _pointer(r)
                 failed[INERT].append(
-                    f"the fault did not fire on {r.episode_id}: the naive submission (the solution sent "
-                    "once, trusting the screen) produced the declared effect, yet the task declares no "
-                    f"correct action [{_pointer(r)}]"
+                    f"the fault did not fire on {r.episode_id}: the naive submission (the "
+                    "solution sent once, trusting the screen) produced the declared effect, yet "
+                    f"the task declares no correct action [{_pointer(r)}]"
                 )
 
     # (b) no adversary is scored SUCCESS, except a duplicate on a control (absorbed).
@@ -431,8 +432,9 @@ def _audit_task(
             runs = records.get(name, ())
             if runs and all(ev.changed(r) == () for r in runs):
                 notes.append(
-                    f"adversary {name} changed no row on any trial although the reference's write landed: "
-                    "this attack was not exercised here (the product refused or dropped it)"
+                    f"adversary {name} changed no row on any trial although the reference's "
+                    "write landed: this attack was not exercised here (the product refused or "
+                    "dropped it)"
                 )
 
     # (c) refusal controls leave every row unchanged under the reference and halt.
@@ -449,7 +451,8 @@ def _audit_task(
                     evidence[r.episode_id] = _pointer(r)
                 elif changed:
                     failed[LEAKY].append(
-                        f"refusal control: {name} changed rows on {r.episode_id} [{pre_ptr} -> {post_ptr}]: "
+                        f"refusal control: {name} changed rows on {r.episode_id} [{pre_ptr} -> "
+                        f"{post_ptr}]: "
                         + "; ".join(changed[:3])
                         + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
                     )
@@ -484,8 +487,9 @@ def audit_log(log_path: str | os.PathLike[str]) -> AuditReport:
     fingerprint = pack_fingerprint(tasks)
     if fingerprint != ev.plan.get("pack_fingerprint"):
         raise AuditError(
-            f"cannot audit {path}: its plan claims pack {str(ev.plan.get('pack_fingerprint'))[:16]} "
-            f"but lists the tasks of pack {fingerprint[:16]}"
+            f"cannot audit {path}: its plan claims pack "
+            f"{str(ev.plan.get('pack_fingerprint'))[:16]} but lists the tasks of pack "
+            f"{fingerprint[:16]}"
         )
     trials = int(ev.plan.get("trials") or 0)
     by_task: dict[str, dict[str, list[EpisodeRecord]]] = {}
@@ -533,7 +537,10 @@ def format_audit(report: AuditReport) -> str:
     """A plain-text table: one row per task, its reasons and notes indented beneath."""
     width = max([len("task"), *(len(t.task_id) for t in report.tasks)])
     cat_w = max([len("category"), *(len(t.category) for t in report.tasks)])
-    head = f"audit of {report.provider} {report.version}: {len(report.tasks)} tasks x {len(report.arms)} arms"
+    head = (
+        f"audit of {report.provider} {report.version}: {len(report.tasks)} tasks x "
+        f"{len(report.arms)} arms"
+    )
     lines = [
         f"{head} x {report.trials} trials",
         f"{'task':<{width}}  {'category':<{cat_w}}  status",

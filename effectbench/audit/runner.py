@@ -67,8 +67,8 @@ async def audit_provider(
         and any(Path(out_dir).iterdir())
     ):
         raise AuditError(
-            f"audit directory {out_dir} already exists and is not empty; choose another --out or pass --force "
-            "to replace it"
+            f"audit directory {out_dir} already exists and is not empty; choose another --out or "
+            "pass --force to replace it"
         )
     names = checks.value_arm_names(_listed_tasks(provider, registry, task_globs))
     diffs = set(checks.DIFF_ADVERSARY_NAMES) <= set(names)

@@ -323,7 +323,8 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
     if result.interrupted:
         return _interrupted(
             result,
-            f"interrupted; the log is intact. Continue with: effectbench run --resume {result.run_dir}",
+            "interrupted; the log is intact. Continue with: effectbench run --resume "
+            f"{result.run_dir}",
         )
     _headline(result.metrics, result.run_dir)
     return 0
@@ -332,7 +333,10 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
 def _not_a_run_dir(path: Path, command: str) -> str:
     """For a file given where a run directory belongs (often the log itself)."""
     if path.name == LOG_FILE:
-        return f"{path} is the event log, not its run directory; give the directory: effectbench {command} {path.parent}"
+        return (
+            f"{path} is the event log, not its run directory; give the directory: effectbench "
+            f"{command} {path.parent}"
+        )
     return f"{path} is a file, not a run directory; give the directory that holds {LOG_FILE}"
 
 
@@ -551,7 +555,8 @@ def arms() -> int:
 def reference(
     ctx: click.Context, concurrency: int, out: Path | None, force: bool, quiet: bool
 ) -> int:
-    """Run both baselines on the MockMed anchor and check the pinned values (exit 1 if any differs)."""
+    """Run both baselines on the MockMed anchor and check the pinned values (exit 1 if any
+    differs)."""
     import orjson
 
     from effectbench.cli.console import format_reference, reference_rows
@@ -616,7 +621,8 @@ def audit(
     provider_timeout: float,
     force: bool,
 ) -> int:
-    """Run the reference arm and every adversary over every task; exit 1 naming each task that fails."""
+    """Run the reference arm and every adversary over every task; exit 1 naming each task that
+    fails."""
     from effectbench.cli.audit import audit_cli_main
 
     return audit_cli_main(
@@ -637,7 +643,10 @@ def audit(
     "audit_dir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Run directory of an `effectbench audit` of this pack; attestations are re-derived from its log.",
+    help=(
+        "Run directory of an `effectbench audit` of this pack; attestations are re-derived from "
+        "its log."
+    ),
 )
 def pack(provider: str, audit_dir: Path | None) -> int:
     """Print the provider's public pack manifest (test-split tasks redacted) as JSON."""
@@ -762,7 +771,8 @@ def _report(raw: BaseException, debug: bool) -> int:
         click.echo(f"effectbench: error: {message}", err=True)
         return EXIT_USAGE
     click.echo(
-        f"effectbench: internal error: {type(err).__name__}: {message} (rerun with --debug for a traceback)",
+        f"effectbench: internal error: {type(err).__name__}: {message} (rerun with --debug for a "
+        "traceback)",
         err=True,
     )
     return 1

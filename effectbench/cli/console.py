@@ -231,7 +231,8 @@ def format_headline(metrics: Mapping[str, Any]) -> str:
             else ""
         )
         lines.append(
-            f"{arm}: n={a.get('n_episodes')} eligible={a.get('n_eligible')} (coverage {cov}){fail_txt}"
+            f"{arm}: n={a.get('n_episodes')} eligible={a.get('n_eligible')} (coverage "
+            f"{cov}){fail_txt}"
         )
         lines.append(f"  SWER            {_rate(a.get('swer'))}")
         lines.append(f"    wrong_write   {_rate(a.get('swer_wrong_write'))}")

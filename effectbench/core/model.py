@@ -106,7 +106,8 @@ def plain_values(m: Mapping[str, Value]) -> dict[str, Any]:
 def _check_selector(instance: Any, attribute: Any, value: Mapping[str, Value]) -> None:
     if not value:
         raise InvalidSpec(
-            f"{type(instance).__name__}.selector is empty: name the columns that identify the record"
+            f"{type(instance).__name__}.selector is empty: name the columns that identify the "
+            "record"
         )
 
 
@@ -375,7 +376,8 @@ class DiffEffect:
                 )
             if self.changes:
                 raise InvalidSpec(
-                    "a reference diff declares no changes: the reference program's observed diff is the expected one"
+                    "a reference diff declares no changes: the reference program's observed "
+                    "diff is the expected one"
                 )
         elif self.reference is not None:
             raise InvalidSpec("reference is only for mode 'reference'")
@@ -475,15 +477,16 @@ def _check_goal(instance: Any, attribute: Any, value: str) -> None:
         raise InvalidSpec("goal is empty: state the intent in one or two sentences")
     if len(_STEP_LIST.findall(value)) >= 2:
         raise InvalidSpec(
-            "goal reads as a numbered step list; state the intent instead (every arm must get the same intent, "
-            "never the steps)"
+            "goal reads as a numbered step list; state the intent instead (every arm must get "
+            "the same intent, never the steps)"
         )
 
 
 def _check_category(instance: Any, attribute: Any, value: Any) -> None:
     if not isinstance(value, Category):
         raise InvalidSpec(
-            f"category {value!r} is not one of {', '.join(c.value for c in Category)}: every task declares one"
+            f"category {value!r} is not one of {', '.join(c.value for c in Category)}: every "
+            "task declares one"
         )
 
 
@@ -519,12 +522,13 @@ class TaskSpec:
     def __attrs_post_init__(self) -> None:
         if self.oracle.adversarially_audited and not self.oracle.trial_unique_payload:
             raise InvalidSpec(
-                f"task {self.task_id}: an oracle attested as adversarially audited must use a trial-unique "
-                "payload, else cross-trial contamination is undetectable"
+                f"task {self.task_id}: an oracle attested as adversarially audited must use a "
+                "trial-unique payload, else cross-trial contamination is undetectable"
             )
         if self.oracle.trial_unique_payload and not any("{tag}" in t for t in self.params.values()):
             raise InvalidSpec(
-                f"task {self.task_id}: oracle claims a trial-unique payload but no run param uses {{tag}}"
+                f"task {self.task_id}: oracle claims a trial-unique payload but no run param "
+                f"uses {{tag}}"
             )
         if (
             not self.task_id

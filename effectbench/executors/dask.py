@@ -477,7 +477,8 @@ class _HarnessRun:
         )
 
     async def stop(self) -> None:
-        """Cancel what is still in flight (an interrupted run), then stop every worker's provider."""
+        """Cancel what is still in flight (an interrupted run), then stop every worker's
+        provider."""
         if self.inflight:
             await self.client.cancel(list(self.inflight))
         limit = self.scheduler.options.teardown_timeout

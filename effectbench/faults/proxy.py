@@ -471,7 +471,8 @@ async def _wrong_record(
 
 
 def _mask(resp: _Response, new: str, old: str) -> _Response:
-    """Point a redirect back at the intended record, so the screen shows the id the user asked for."""
+    """Point a redirect back at the intended record, so the screen shows the id the user asked
+    for."""
     pattern = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(new)}(?![A-Za-z0-9_])".encode())
     headers = tuple(
         (k, pattern.sub(old.encode(), v) if k.lower() == b"location" else v)

@@ -60,8 +60,8 @@ def connect_ro(
 def user_tables(conn: sqlite3.Connection) -> list[str]:
     """Every user table in the schema, by name; SQLite's internal tables are skipped."""
     cur = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
-        "ORDER BY name"
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
+        "ESCAPE '\\' ORDER BY name"
     )
     try:
         return [str(r[0]) for r in cur.fetchall()]
@@ -173,7 +173,8 @@ def _describe_table(td: TableDiff, *, where: str = "") -> list[str]:
     return [
         *(f"{td.table}: row added{where} {_compact(r)}" for r in td.added),
         *(
-            f"{td.table}: row {td.id_field}={c.key!r} changed{where} {_compact(c.before)} -> {_compact(c.after)}"
+            f"{td.table}: row {td.id_field}={c.key!r} changed{where} {_compact(c.before)} -> "
+            f"{_compact(c.after)}"
             for c in td.changed
         ),
         *(f"{td.table}: row removed{where} {_compact(r)}" for r in td.removed),
@@ -253,7 +254,8 @@ def diff_snapshots(
     if not pre.readable or not post.readable:
         side = "pre" if not pre.readable else "post"
         raise ValueError(
-            f"cannot diff: the {side} snapshot is unreadable ({(pre if side == 'pre' else post).error})"
+            f"cannot diff: the {side} snapshot is unreadable "
+            f"({(pre if side == 'pre' else post).error})"
         )
     out: dict[str, TableDiff] = {}
     for table in sorted({*pre.tables, *post.tables}):

@@ -482,7 +482,11 @@ def _gap(block: Mapping[str, Any]) -> str:
     if block.get("value") is None:
         return "n/a"
     interval = _interval(block, _signed)
-    return f"{block['screen_success']}/{block['denominator']} - {block['task_success']}/{block['denominator']} = {_signed(block['value'])}{interval} (paired)"
+    return (
+        f"{block['screen_success']}/{block['denominator']} - "
+        f"{block['task_success']}/{block['denominator']} = {_signed(block['value'])}{interval} "
+        "(paired)"
+    )
 
 
 def _signed(x: float | None) -> str:

@@ -154,8 +154,8 @@ class PlanIndex:
         t = self._task_pos.get(task_id)
         if a is None or t is None or not 0 <= trial < self.trials:
             raise MetricsError(
-                f"episode {arm}::{task_id}::t{trial} is not in the plan "
-                f"(arms {', '.join(self.arms)}; {len(self.tasks)} tasks; trials 0..{self.trials - 1})"
+                f"episode {arm}::{task_id}::t{trial} is not in the plan (arms "
+                f"{', '.join(self.arms)}; {len(self.tasks)} tasks; trials 0..{self.trials - 1})"
             )
         return (a * len(self.tasks) + t) * self.trials + trial
 
@@ -237,7 +237,8 @@ class MetricsAccumulator:
         return self.codes[start : start + self.plan.trials]
 
     def attempts(self, arm_index: int) -> list[Attempts]:
-        """Per task, per planned trial: True (SUCCESS), False (scored otherwise), None (not scored)."""
+        """Per task, per planned trial: True (SUCCESS), False (scored otherwise), None (not
+        scored)."""
         return [
             [None if c < FIRST_ELIGIBLE else c == SUCCESS for c in self._task_codes(arm_index, t)]
             for t in range(len(self.plan.tasks))

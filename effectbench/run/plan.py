@@ -295,7 +295,8 @@ def diff_plans(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[
         out.append("tasks: same ids but their definitions changed (pack fingerprint differs)")
     if list(recorded.get("arms") or []) != list(current.get("arms") or []):
         out.append(
-            f"arms: recorded {', '.join(recorded.get('arms') or [])}, now {', '.join(current.get('arms') or [])}"
+            f"arms: recorded {', '.join(recorded.get('arms') or [])}, now "
+            f"{', '.join(current.get('arms') or [])}"
         )
     a_av, b_av = recorded.get("arm_versions") or {}, current.get("arm_versions") or {}
     for name in sorted(set(a_av) | set(b_av)):

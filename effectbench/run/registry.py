@@ -115,7 +115,10 @@ def _describe(info: PluginInfo) -> str:
     if info.distribution is None:
         return f"{kind} reference {info.value!r}"
     version = info.version or "?"
-    return f"{kind} {info.name!r} (distribution {info.distribution} {version}, entry point {info.value})"
+    return (
+        f"{kind} {info.name!r} (distribution {info.distribution} {version}, entry point "
+        f"{info.value})"
+    )
 
 
 def _import_ref(ref: str) -> object:
@@ -241,7 +244,9 @@ class Registry:
             dist_name = _dist_field(dist, "Name")
             key = _normalise(dist_name) if dist_name else f"<unnamed:{id(dist)}>"
             if key in seen_dists:
-                continue  # the same distribution installed twice: the first on the path is the one Python imports
+                # The same distribution installed twice: the first on the path is the one
+                # Python imports.
+                continue
             seen_dists.add(key)
             try:
                 eps = list(dist.entry_points.select(group=group))
@@ -261,9 +266,10 @@ class Registry:
                 elif first.distribution != info.distribution:
                     shadowed.append((info, first))
                     warnings.warn(
-                        f"{_KIND.get(group, group)} {ep.name!r} is registered by both {first.distribution} and "
-                        f"{info.distribution}; using {first.distribution} ({first.value}). Uninstall one or "
-                        f"pass {info.value} to pick the other.",
+                        f"{_KIND.get(group, group)} {ep.name!r} is registered by both "
+                        f"{first.distribution} and {info.distribution}; using "
+                        f"{first.distribution} ({first.value}). Uninstall one or pass "
+                        f"{info.value} to pick the other.",
                         DuplicatePluginWarning,
                         stacklevel=3,
                     )
@@ -331,12 +337,14 @@ class Registry:
                 kind = _KIND[group]
                 available = ", ".join(self.names(group)) or "none installed"
                 raise UnknownPlugin(
-                    f"unknown {kind} {name_or_ref!r}; available: {available} "
-                    f"(or pass a 'module:attribute' reference to {'an' if kind[0] in 'aeiou' else 'a'} {kind} class, factory or instance)"
+                    f"unknown {kind} {name_or_ref!r}; available: {available} (or pass a "
+                    f"'module:attribute' reference to {'an' if kind[0] in 'aeiou' else 'a'} "
+                    f"{kind} class, factory or instance)"
                 )
             if not _REF.match(name_or_ref):
                 raise PluginError(
-                    f"{name_or_ref!r} is not a valid 'module:attribute' reference (e.g. 'mypkg.arms:MyArm')"
+                    f"{name_or_ref!r} is not a valid 'module:attribute' reference (e.g. "
+                    "'mypkg.arms:MyArm')"
                 )
             info = PluginInfo(name_or_ref, group, name_or_ref, None, None)
         return instantiate(self._load_target(info), _PROTOCOL[group], _describe(info))

@@ -290,7 +290,8 @@ def _exclusive(log_path: Path) -> Iterator[int]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise ResumeError(
-                f"{log_path.parent} is in use by another effectbench process; wait for it or stop it first"
+                f"{log_path.parent} is in use by another effectbench process; wait for it or "
+                "stop it first"
             ) from None
         yield fd
     finally:

@@ -2,12 +2,12 @@
 
 A provider that defines ``use_state_dir(path)`` is handed ``<base>/effectbench-state-<run
 id>-<dir>/`` before ``start()`` (``<dir>``: a hash of the run directory's absolute path, so
-two runs of one plan started in the same second, whose run ids are equal, never share it): it puts its episode files (databases, uploads) there. The root
-is emptied before the provider starts and removed after it stops, so whatever a run
-killed with SIGKILL left behind is deleted by the next ``run --resume`` of that run (the
-run id and the directory are kept across resumes), while the run's lock on its log is held. ``<base>`` is
-``$EFFECTBENCH_STATE_DIR``, else /dev/shm when writable (episode files are created at
-hundreds per second), else the system temp dir.
+two runs of one plan started in the same second, whose run ids are equal, never share it): it puts
+its episode files (databases, uploads) there. The root is emptied before the provider starts and
+removed after it stops, so whatever a run killed with SIGKILL left behind is deleted by the next
+``run --resume`` of that run (the run id and the directory are kept across resumes), while the
+run's lock on its log is held. ``<base>`` is ``$EFFECTBENCH_STATE_DIR``, else /dev/shm when
+writable (episode files are created at hundreds per second), else the system temp dir.
 """
 
 from __future__ import annotations

@@ -54,8 +54,8 @@ def names_for(name: str) -> Names:
     pkg = "effectbench_" + "_".join(words)
     if keyword.iskeyword(pkg) or importlib.util.find_spec(pkg) is not None:
         raise ScaffoldError(
-            f"a module named {pkg} is already installed, so a provider named {name!r} would shadow it; "
-            "choose another name"
+            f"a module named {pkg} is already installed, so a provider named {name!r} would "
+            "shadow it; choose another name"
         )
     return Names(
         name, "effectbench-" + name, pkg, "".join(w.capitalize() for w in words) + "Provider"

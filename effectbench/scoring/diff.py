@@ -276,8 +276,8 @@ class _Match:
         for f, v in c.before.items():
             if not _same(before.get(f, _MISSING), v):
                 raise _FixtureError(
-                    f"the pre-snapshot's {c.table!r} {_desc(before, cols)} holds {f}={before.get(f)!r}, "
-                    f"not the declared before {v!r}"
+                    f"the pre-snapshot's {c.table!r} {_desc(before, cols)} holds "
+                    f"{f}={before.get(f)!r}, not the declared before {v!r}"
                 )
         row = _desc(before, cols)
         fate, after, changed = self._observed(c.table, before)
@@ -401,7 +401,10 @@ def judge_diff(
     size = sum(d.size for d in observed)
     if size == 0:
         if expected == 0:
-            why = "nothing changed, and the expected diff is empty: the record is untouched, as declared"
+            why = (
+                "nothing changed, and the expected diff is empty: the record is untouched, as "
+                "declared"
+            )
             return Verdict(VerdictStatus.CONFIRMED, TrueState.ABSENT, (why,), 0, 0)
         why = f"nothing changed; expected {expected} change(s)"
         return Verdict(VerdictStatus.REFUTED, TrueState.ABSENT, (why,), 0, expected)

@@ -142,13 +142,13 @@ def _collateral_loss(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]
         lost, rewritten = _unpaired(before, post.rows(table), selector, rw.id_field)
         if lost:
             reasons.append(
-                f"collateral loss in {table!r}: {len(lost)} pre-existing row(s) outside the selector "
-                f"vanished ({_listed(lost)})"
+                f"collateral loss in {table!r}: {len(lost)} pre-existing row(s) outside the "
+                f"selector vanished ({_listed(lost)})"
             )
         if rewritten:
             reasons.append(
-                f"collateral loss in {table!r}: {len(rewritten)} pre-existing row(s) outside the selector "
-                f"were overwritten in place ({_listed(rewritten)})"
+                f"collateral loss in {table!r}: {len(rewritten)} pre-existing row(s) outside the "
+                f"selector were overwritten in place ({_listed(rewritten)})"
             )
     return reasons
 
@@ -162,11 +162,13 @@ def _stray_writes(effect: Effect, pre: Snapshot, post: Snapshot) -> list[str]:
         added, changed = _unpaired(post.rows(table), pre.rows(table), selector, rw.id_field)
         if added:
             reasons.append(
-                f"stray write in {table!r}: {len(added)} row(s) added outside the selector ({_listed(added)})"
+                f"stray write in {table!r}: {len(added)} row(s) added outside the selector "
+                f"({_listed(added)})"
             )
         if changed:
             reasons.append(
-                f"stray write in {table!r}: {len(changed)} row(s) outside the selector changed ({_listed(changed)})"
+                f"stray write in {table!r}: {len(changed)} row(s) outside the selector changed "
+                f"({_listed(changed)})"
             )
     return reasons
 
@@ -201,7 +203,8 @@ def _content_problems(effect: Effect, rows: Iterable[Row]) -> list[str]:
         ]
         if bad:
             reasons.append(
-                f"{len(bad)} matching row(s) lack this trial's idempotency key {col}={want!r} ({_listed(bad)})"
+                f"{len(bad)} matching row(s) lack this trial's idempotency key {col}={want!r} "
+                f"({_listed(bad)})"
             )
     for fe in effect.field_equals:
         bad = []
@@ -258,7 +261,8 @@ def judge_inserts(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
     needs_pre = _pre_clauses(effect)
     if not pre.readable and needs_pre:
         return indeterminate(
-            f"{' and '.join(needs_pre)} with an unreachable pre-state ({pre.error or 'no error given'})"
+            f"{' and '.join(needs_pre)} with an unreachable pre-state "
+            f"({pre.error or 'no error given'})"
         )
 
     rows = _matching_rows(effect, pre, post)

@@ -71,4 +71,5 @@ class EpisodeRecord:
     expected_count: int | None = None
     telemetry: EpisodeTelemetry = EpisodeTelemetry()
     evidence: Mapping[str, str] = attrs.field(factory=dict)
-    """Pointers into the log, e.g. {"reported": "events.jsonl#41", "post_read": "events.jsonl#42"}."""
+    """Pointers into the log, e.g. {"reported": "events.jsonl#41", "post_read": "events.jsonl#42"}.
+    """

@@ -254,7 +254,8 @@ def _effect_table(task: TaskSpec) -> str:
     if isinstance(effect, DiffEffect):
         if not effect.changes:
             raise ValueError(
-                f"task {task.task_id}: a reference-mode diff names no table; give MemoryForm a table"
+                f"task {task.task_id}: a reference-mode diff names no table; give MemoryForm a "
+                "table"
             )
         return effect.changes[0].table
     return effect.record_written.table

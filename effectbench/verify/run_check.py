@@ -152,7 +152,8 @@ def _plan_checks(
                 reasons.add(
                     source,
                     f"event #{ev.seq} plans episode {ev.ep} again after it terminated: the rerun "
-                    "would replace the scored attempt (the scheduler never reruns a finished episode)",
+                    "would replace the scored attempt (the scheduler never reruns a finished "
+                    "episode)",
                 )
             task = tasks.get(str(d.get("task_id")))
             trial = d.get("trial")
@@ -166,8 +167,9 @@ def _plan_checks(
             if ev.ep != own_id:
                 reasons.add(
                     source,
-                    f"event #{ev.seq} plans ({d.get('arm')}, {task.task_id}, {trial}) under the id "
-                    f"{ev.ep!r}, not {own_id!r}: a second id for one planned episode would replace it",
+                    f"event #{ev.seq} plans ({d.get('arm')}, {task.task_id}, {trial}) under the "
+                    f"id {ev.ep!r}, not {own_id!r}: a second id for one planned episode would "
+                    "replace it",
                 )
             key = (task.task_id, trial)
             if key not in expected_hash:
@@ -177,7 +179,8 @@ def _plan_checks(
             if d.get("params") != params:
                 reasons.add(
                     source,
-                    f"event #{ev.seq} ({ev.ep}): params are not the trial payload of ({task.task_id}, {trial})",
+                    f"event #{ev.seq} ({ev.ep}): params are not the trial payload of "
+                    f"({task.task_id}, {trial})",
                 )
             try:
                 logged = structure_any_effect(d.get("effect")).resolve(d.get("params") or {})
@@ -187,14 +190,16 @@ def _plan_checks(
             if logged_hash != effect_hash or d.get("effect_hash") != effect_hash:
                 reasons.add(
                     source,
-                    f"event #{ev.seq} ({ev.ep}): the effect scored is not the plan's effect for this trial",
+                    f"event #{ev.seq} ({ev.ep}): the effect scored is not the plan's effect for "
+                    "this trial",
                 )
             for field in TASK_AXES:
                 want = task_axis(task, field)
                 if d.get(field) != want:
                     reasons.add(
                         source,
-                        f"event #{ev.seq} ({ev.ep}): {field} {d.get(field)!r} differs from the plan",
+                        f"event #{ev.seq} ({ev.ep}): {field} {d.get(field)!r} differs from the "
+                        "plan",
                     )
     except LogError as exc:
         if not (isinstance(exc, LogCorrupt) and exc.line_no == known_bad_line):
@@ -243,7 +248,8 @@ def _compare_results(given: Path, rebuilt: Path, reasons: Reasons) -> None:
             if row.get(field) != expected.get(field):
                 reasons.add(
                     source,
-                    f"line {n} ({ep}): {field} {row.get(field)!r} but the log re-derives {expected.get(field)!r}",
+                    f"line {n} ({ep}): {field} {row.get(field)!r} but the log re-derives "
+                    f"{expected.get(field)!r}",
                 )
         rest_claimed = {k: v for k, v in row.items() if k not in LABEL_FIELDS}
         rest_actual = {k: v for k, v in expected.items() if k not in LABEL_FIELDS}
@@ -356,8 +362,9 @@ def verify_run(
             if manifest.get("versions", {}).get("scoring") != rescored_under:
                 reasons.add(
                     MANIFEST_FILE,
-                    f"scored under scoring version {manifest.get('versions', {}).get('scoring')!r}; its log "
-                    f"rescores under {rescored_under!r} (rescore the run to compare)",
+                    "scored under scoring version "
+                    f"{manifest.get('versions', {}).get('scoring')!r}; its log rescores under "
+                    f"{rescored_under!r} (rescore the run to compare)",
                 )
             for key in _MANIFEST_SAME:
                 compare(manifest.get(key), rebuilt_manifest.get(key), key, MANIFEST_FILE, reasons)
@@ -377,7 +384,8 @@ def verify_run(
             if given != rebuilt:
                 reasons.add(
                     SUMMARY_FILE,
-                    f"differs from the summary rebuilt from the log (first at line {first_difference(given, rebuilt)})",
+                    "differs from the summary rebuilt from the log (first at line "
+                    f"{first_difference(given, rebuilt)})",
                 )
         _explain_unbuilt(rebuilt_manifest, reasons, "" if chain.torn_tail else f"; {resume}")
     return VerifyReport.of(reasons.close(), claim_notes(rebuilt_metrics))

@@ -227,7 +227,8 @@ def verify_submission(
     if doc.get("pack_fingerprint") != fingerprint:
         reasons.add(
             source,
-            f"pack_fingerprint {doc.get('pack_fingerprint')!r} does not match its tasks ({fingerprint})",
+            f"pack_fingerprint {doc.get('pack_fingerprint')!r} does not match its tasks "
+            f"({fingerprint})",
         )
     if expected_pack_fingerprint is not None and fingerprint != expected_pack_fingerprint:
         reasons.add(
@@ -241,7 +242,8 @@ def verify_submission(
     if repro.get("scoring_version") != scoring_version():
         reasons.add(
             source,
-            f"scoring_version {repro.get('scoring_version')!r} is not this verifier's {scoring_version()!r}",
+            f"scoring_version {repro.get('scoring_version')!r} is not this verifier's "
+            f"{scoring_version()!r}",
         )
     if _major(repro.get("spec_version")) != _major(SPEC_VERSION):
         reasons.add(

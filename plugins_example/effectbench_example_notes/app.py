@@ -19,7 +19,10 @@ import attrs
 from effectbench.model import JSONScalar, Row, Snapshot
 from effectbench.provider import ProductResponse
 
-SCHEMA = "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL, body TEXT NOT NULL)"
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, title TEXT NOT NULL, body TEXT "
+    "NOT NULL)"
+)
 BODY_LIMIT = 16
 """How many characters of a body the ``truncate_body`` fault keeps (a too-short column)."""
 
@@ -78,7 +81,8 @@ class NotesApp:
         return cls(path, fault)
 
     async def save(self, title: str, body: str) -> SaveResult:
-        """Save a new note. Under ``TRUNCATE_BODY`` the body is cut, and the app still says saved."""
+        """Save a new note. Under ``TRUNCATE_BODY`` the body is cut, and the app still says
+        saved."""
         stored = body[:BODY_LIMIT] if self.fault is Fault.TRUNCATE_BODY else body
 
         def write() -> None:

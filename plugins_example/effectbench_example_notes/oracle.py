@@ -35,7 +35,8 @@ class NotesOracle:
             names = [
                 r[0]
                 for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                    "'sqlite_%' ORDER BY name"
                 )
             ]
             tables: dict[str, tuple[Row, ...]] = {}

@@ -29,9 +29,19 @@ TIMEOUT_S = 20.0
 _out = threading.Lock()
 
 # What the page tells: each named form field's tag, the Save button's centre, the banner.
-FIELDS_JS = "JSON.stringify(Object.fromEntries(Array.from(document.querySelectorAll('form [name]'), e => [e.name, e.tagName.toLowerCase()])))"
-BUTTON_JS = "(() => { const r = document.querySelector('form button[type=submit]').getBoundingClientRect(); return JSON.stringify([r.x + r.width / 2, r.y + r.height / 2]); })()"
-BANNER_JS = "(() => { const b = document.getElementById('banner'); return JSON.stringify(b ? [b.className, b.textContent.trim()] : null); })()"
+FIELDS_JS = (
+    "JSON.stringify(Object.fromEntries(Array.from(document.querySelectorAll('form [name]'), e "
+    "=> [e.name, e.tagName.toLowerCase()])))"
+)
+BUTTON_JS = (
+    "(() => { const r = document.querySelector('form "
+    "button[type=submit]').getBoundingClientRect(); return JSON.stringify([r.x + r.width / 2, "
+    "r.y + r.height / 2]); })()"
+)
+BANNER_JS = (
+    "(() => { const b = document.getElementById('banner'); return JSON.stringify(b ? "
+    "[b.className, b.textContent.trim()] : null); })()"
+)
 
 
 def send(message: dict[str, Any]) -> None:
@@ -178,7 +188,8 @@ def fill(cdp: Cdp, session: str, values: dict[str, Any]) -> None:
         field = f"document.querySelector({json.dumps(f'form [name={name!r}]')})"
         if tags[name] == "select":
             cdp.value(
-                f"JSON.stringify(({field}.value = {json.dumps(text)}, {field}.dispatchEvent(new Event('change', {{bubbles: true}}))))",
+                f"JSON.stringify(({field}.value = {json.dumps(text)}, {field}.dispatchEvent(new "
+                f"Event('change', {{bubbles: true}}))))",
                 session,
             )
         else:

@@ -52,8 +52,9 @@ def _missing(base_url: str | None, model: str | None) -> str | None:
     if not need:
         return None
     return (
-        f"the llm arm has no {' and no '.join('endpoint' if n == ENV_BASE_URL else 'model' for n in need)}: "
-        f"set {' and '.join(need)} (e.g. {ENV_BASE_URL}=http://127.0.0.1:8000/v1)"
+        "the llm arm has no "
+        f"{' and no '.join('endpoint' if n == ENV_BASE_URL else 'model' for n in need)}: set "
+        f"{' and '.join(need)} (e.g. {ENV_BASE_URL}=http://127.0.0.1:8000/v1)"
     )
 
 

@@ -132,7 +132,8 @@ class ChatClient:
                 raise ModelEndpointError(f"model endpoint answered {what}: {_snippet(payload)}")
             if retry >= self._retry.max_retries:
                 raise ModelEndpointError(
-                    f"model endpoint gave up after {retry + 1} attempts, last: {what}: {_snippet(payload)}"
+                    f"model endpoint gave up after {retry + 1} attempts, last: {what}: "
+                    f"{_snippet(payload)}"
                 )
             delay = self._retry.delay(retry, retry_after)
             self._telemetry.action("model_retry", status=status, delay_s=delay)

@@ -191,7 +191,10 @@ def _records(schema: StoreSchema, rows: _Rows) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = "".join("<tr>" + "".join(_cell(c, row.get(c)) for c in cols) + "</tr>" for row in rows)
     empty = "" if body else "<p id='no-records'>No encounters recorded.</p>"
-    return f"<h2>Chart records</h2><table id='records' data-table='{TABLE}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{empty}"
+    return (
+        "<h2>Chart records</h2><table id='records' "
+        f"data-table='{TABLE}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{empty}"
+    )
 
 
 def _banner(outcome: Outcome) -> str:

@@ -45,7 +45,10 @@ DDL: Final = (
         "CREATE TABLE billing(id INTEGER PRIMARY KEY AUTOINCREMENT, encounter_id INTEGER, "
         "code TEXT, amount INTEGER)"
     ),
-    "CREATE TABLE audit(seq INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT, target TEXT, detail TEXT)",
+    (
+        "CREATE TABLE audit(seq INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT, target TEXT, "
+        "detail TEXT)"
+    ),
 )
 STALE_PHONE: Final = "555-0100"
 """What the stale form cache holds for p1's phone (the chart says 555-0199 since)."""

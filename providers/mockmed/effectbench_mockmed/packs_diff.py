@@ -238,7 +238,8 @@ class MockMedDiffProvider:
         mode = str(task.fixture.get("mode"))
         if mode not in FAULTS:
             raise ValueError(
-                f"task {task.task_id}: fixture mode {mode!r} is not a chart mode; use one of {', '.join(FAULTS)}"
+                f"task {task.task_id}: fixture mode {mode!r} is not a chart mode; use one of "
+                f"{', '.join(FAULTS)}"
             )
         token = secrets.token_urlsafe(18)
         path = running.root / f"ep-{secrets.token_hex(8)}.db"

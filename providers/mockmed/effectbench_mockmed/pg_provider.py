@@ -228,7 +228,8 @@ class MockMedPgProvider:
         running = self._running
         if running is None:
             raise RuntimeError(
-                f"{type(self).__name__}.provision() before start(): call await provider.start() first"
+                f"{type(self).__name__}.provision() before start(): call await provider.start() "
+                "first"
             )
         from effectbench.oracles.postgres import PostgresOracle
 

@@ -243,6 +243,7 @@ def seed_tables(
     unknown = set(initial_state) - set(schema.columns)
     if unknown:
         raise ValueError(
-            f"this MockMed pack has tables {sorted(schema.columns)}; initial_state names {sorted(unknown)}"
+            f"this MockMed pack has tables {sorted(schema.columns)}; initial_state names "
+            f"{sorted(unknown)}"
         )
     return {t: tuple(rows) for t, rows in initial_state.items()}
