@@ -376,30 +376,51 @@ class Scheduler:
         wrote, else RunDirLost: a replaced directory holds another run's log."""
         from effectbench.run.outdir import check_still_ours
 
-        with _exclusive(self.log_path) as fd:
-            outcome = await self._run_locked(resume)
-            check_still_ours(fd, self.log_path)
-            if finish is not None and not outcome.interrupted:
-                try:
-                    await finish()
-                finally:  # a log removed mid-build is reported as that, not as a build error
-                    check_still_ours(fd, self.log_path)
-            return outcome
+        # Signals are received from before the log exists: a Ctrl-C while the run sets up
+        # waits in the receiver until the work starts (which it then cancels at once),
+        # never a native cancel of the main task that a shielded setup step could swallow.
+        with contextlib.ExitStack() as watching:
+            signals = (
+                watching.enter_context(anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM))
+                if self.options.handle_signals
+                else None
+            )
+            with _exclusive(self.log_path) as fd:
+                outcome = await self._run_locked(resume, signals)
+                watching.close()  # while the artifacts are built, Ctrl-C is the default one
+                check_still_ours(fd, self.log_path)
+                if finish is not None and not outcome.interrupted:
+                    try:
+                        await finish()
+                    finally:  # a log removed mid-build is reported as that, not a build error
+                        check_still_ours(fd, self.log_path)
+        return outcome
 
-    async def _run_locked(self, resume: ResumeState | None) -> RunOutcome:
-        from effectbench.log.reader import open_log_writer
-
+    async def _run_locked(self, resume: ResumeState | None, signals: Any) -> RunOutcome:
         kept = resume.terminated if resume else frozenset()
         abandoned = resume.unterminated if resume else ()
-        total = self.plan.n_episodes
         # A generator, never a list: a plan of millions costs no memory and no setup time.
         pending = (s for s in episodes(self.plan) if s.episode_id not in kept)
-        interrupted = False
         caught: list[int] = []
         seed = getattr(self.observer, "resumed", None)
         if resume is not None and callable(seed):  # live figures count the kept episodes too
             seed(self.log_path, kept)
 
+        return await self._run_logged(resume, signals, caught, kept, abandoned, pending)
+
+    async def _run_logged(
+        self,
+        resume: ResumeState | None,
+        signals: Any,
+        caught: list[int],
+        kept: frozenset[str],
+        abandoned: Sequence[str],
+        pending: Iterator[EpisodeSpec],
+    ) -> RunOutcome:
+        from effectbench.log.reader import open_log_writer
+
+        total = self.plan.n_episodes
+        interrupted = False
         async with open_log_writer(self.log_path, append=resume is not None) as writer:
             if resume is not None and resume.events >= 0 and writer.count != resume.events:
                 raise ResumeError(
@@ -443,8 +464,8 @@ class Scheduler:
             try:
                 async with anyio.create_task_group() as outer:
                     with anyio.CancelScope() as work:
-                        if self.options.handle_signals:
-                            outer.start_soon(self._watch_signals, work, caught)
+                        if signals is not None:
+                            outer.start_soon(self._watch_signals, signals, work, caught)
                         if self.executor is None:
                             await self._run_all(pending)
                         else:
@@ -495,14 +516,17 @@ class Scheduler:
             data["containment"] = "; ".join(sorted(str(n) for n in notes if n is not None))
         return data
 
-    async def _watch_signals(self, work: anyio.CancelScope, caught: list[int]) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for signum in signals:
-                if not caught:
-                    caught.append(int(signum))
-                    log.warning("run.interrupt", signal=signal.Signals(signum).name)
-                    work.cancel()
-                # later signals: already stopping; keep the handler so the log closes cleanly
+    async def _watch_signals(
+        self, signals: Any, work: anyio.CancelScope, caught: list[int]
+    ) -> None:
+        """The first SIGINT/SIGTERM cancels ``work``; ``signals`` (anyio's receiver, opened
+        before the log) holds any that came during setup."""
+        async for signum in signals:
+            if not caught:
+                caught.append(int(signum))
+                log.warning("run.interrupt", signal=signal.Signals(signum).name)
+                work.cancel()
+            # later signals: already stopping; keep the handler so the log closes cleanly
 
     async def _start_browsers(self) -> bool:
         """Start the run's browsers when an arm needs one; False (and the run's start
