@@ -32,6 +32,23 @@ def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
+def throughput_row(
+    arm: str, concurrency: int, episodes: int, walls: Sequence[float], cpus: Sequence[float]
+) -> dict[str, Any]:
+    """One (arm, concurrency) row of a baseline bench: medians of the repeated runs."""
+    w = median(walls)
+    return {
+        "arm": arm,
+        "concurrency": concurrency,
+        "episodes": episodes,
+        "wall_s": list(walls),
+        "median_wall_s": w,
+        "episodes_per_s": episodes / w,
+        "ms_per_episode": w / episodes * 1e3,
+        "cpu_ms_per_episode": median(cpus) / episodes * 1e3,
+    }
+
+
 def machine() -> dict[str, Any]:
     model = ""
     try:

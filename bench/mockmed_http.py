@@ -19,7 +19,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import baseline_run, load_line, loadavg, median, parser, table, write_json
+from _common import (
+    baseline_run,
+    load_line,
+    loadavg,
+    median,
+    parser,
+    table,
+    throughput_row,
+    write_json,
+)
 from effectbench_mockmed import MockMedProvider
 
 TARGET_AT_64 = 500.0
@@ -68,19 +77,7 @@ def main() -> None:
                 wall, cpu, n = run_once(arm, args.trials, conc)
                 walls.append(wall)
                 cpus.append(cpu)
-            w = median(walls)
-            rows.append(
-                {
-                    "arm": arm,
-                    "concurrency": conc,
-                    "episodes": n,
-                    "wall_s": walls,
-                    "median_wall_s": w,
-                    "episodes_per_s": n / w,
-                    "ms_per_episode": w / n * 1e3,
-                    "cpu_ms_per_episode": median(cpus) / n * 1e3,
-                }
-            )
+            rows.append(throughput_row(arm, conc, n, walls, cpus))
     demo = [demo_wall() for _ in range(args.runs)] if not args.no_demo else []
     print(f"MockMed over HTTP + SQLite, median of {args.runs} ({load_line()})")
     print(

@@ -24,7 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import baseline_run, load_line, loadavg, median, parser, table, write_json
+from _common import (
+    baseline_run,
+    load_line,
+    loadavg,
+    median,
+    parser,
+    table,
+    throughput_row,
+    write_json,
+)
 from effectbench_mockmed.pg_provider import MockMedPgProvider
 from effectbench_mockmed.pg_store import PG_SCHEMA_DDL
 
@@ -131,18 +140,10 @@ def main() -> None:
                     walls.append(wall)
                     cpus.append(cpu)
                     servers.append(srv)
-                w = median(walls)
                 cpu_ms = (median(cpus) + median(servers)) / n * 1e3
                 rows.append(
-                    {
-                        "arm": arm,
-                        "concurrency": conc,
-                        "episodes": n,
-                        "wall_s": walls,
-                        "median_wall_s": w,
-                        "episodes_per_s": n / w,
-                        "ms_per_episode": w / n * 1e3,
-                        "cpu_ms_per_episode": median(cpus) / n * 1e3,
+                    throughput_row(arm, conc, n, walls, cpus)
+                    | {
                         "server_cpu_ms_per_episode": median(servers) / n * 1e3,
                         "cpu_bound_episodes_per_s": CORES / cpu_ms * 1e3,
                     }

@@ -29,7 +29,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -81,6 +81,8 @@ from effectbench.run.twin import reference_program, run_twin
 if TYPE_CHECKING:
     from effectbench.browser import BrowserPool, EpisodeBrowser
     from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
+
+_T = TypeVar("_T")
 
 log = structlog.get_logger("effectbench.run.scheduler")
 
@@ -825,38 +827,27 @@ class Scheduler:
         return provisioned
 
     async def _open_browser(self, spec: EpisodeSpec) -> EpisodeBrowser:
-        """A fresh browser context and page for this episode (an environment failure when
-        the browser cannot give one)."""
-        pool = self._browsers
-        assert pool is not None
-        limit = self.options.provider_timeout
-        opened: EpisodeBrowser | None = None
-        try:
-            with anyio.move_on_after(limit):
-                opened = await pool.open()
-        except Exception as exc:
-            raise _Episode(FailureClass.ENVIRONMENT, "browser", _one_line(exc)) from exc
-        if opened is None:
-            raise _Episode(
-                FailureClass.ENVIRONMENT, "browser", f"no browser page within {limit:g}s"
-            )
-        return opened
+        """A fresh browser context and page for this episode."""
+        assert self._browsers is not None
+        return await self._open_within(self._browsers.open, "browser page")
 
     async def _open_cdp(self) -> CdpEpisode:
         """A fresh context and its CDP endpoint for a protocol agent's episode."""
-        hub = self._cdp
-        assert hub is not None
+        assert self._cdp is not None
+        return await self._open_within(self._cdp.open, "browser context")
+
+    async def _open_within(self, open_: Callable[[], Awaitable[_T]], what: str) -> _T:
+        """``open_()`` within the provider timeout; a failure or a timeout is an
+        environment failure of the episode (stage ``browser``)."""
         limit = self.options.provider_timeout
-        opened: CdpEpisode | None = None
+        opened: _T | None = None
         try:
             with anyio.move_on_after(limit):
-                opened = await hub.open()
+                opened = await open_()
         except Exception as exc:
             raise _Episode(FailureClass.ENVIRONMENT, "browser", _one_line(exc)) from exc
         if opened is None:
-            raise _Episode(
-                FailureClass.ENVIRONMENT, "browser", f"no browser context within {limit:g}s"
-            )
+            raise _Episode(FailureClass.ENVIRONMENT, "browser", f"no {what} within {limit:g}s")
         return opened
 
     async def _close_cdp(self, episode: CdpEpisode) -> str | None:
