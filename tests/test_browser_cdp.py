@@ -209,3 +209,48 @@ def test_a_killed_run_leaves_no_cdp_browser_behind(tmp_path: Path) -> None:
     finally:
         harness.kill()
         harness.wait()
+
+
+def test_exec_prefixes_ask_for_a_browser_with_plus_browser() -> None:
+    """``exec+browser:`` and ``exec-each+browser:`` are the command-line spelling of
+    ``browser=True``; the plain prefixes ask for none, and the registry knows all four."""
+    from effectbench.agents.exec import EXEC_PREFIXES
+    from effectbench.run import registry
+
+    assert set(EXEC_PREFIXES) == set(registry._EXEC_PREFIXES)
+    cases = {
+        "exec:": ("shared", False),
+        "exec-each:": ("per_episode", False),
+        "exec+browser:": ("shared", True),
+        "exec-each+browser:": ("per_episode", True),
+    }
+    for prefix, (mode, browser) in cases.items():
+        arm = registry.Registry().arm(f"{prefix}{sys.executable} {AGENT}")
+        assert isinstance(arm, ExecArm)
+        assert (arm.mode, arm.uses_browser_cdp) == (mode, browser), prefix
+        assert arm.name == f"{prefix}{AGENT.stem}"
+        again = arm.with_isolation(False)
+        assert (again.name, again.uses_browser_cdp) == (arm.name, browser)
+
+
+def test_an_exec_browser_agent_runs_from_the_command_line(tmp_path: Path) -> None:
+    """``--arm 'exec-each+browser:python cdp_screen_only.py'`` hands the agent an
+    endpoint: it scores the task it can only do in a browser (plain ``exec-each:``
+    gives it none, so it halts having done nothing: an over-halt on a good task)."""
+    from test_browser_lifecycle import _SCRIPT
+
+    from effectbench.agents.reference import CDP_AGENT
+
+    rows = {}
+    for prefix in ("exec-each+browser:", "exec-each:"):
+        out = tmp_path / prefix.strip(":+")
+        done = subprocess.run(
+            [str(_SCRIPT), "run", "--arm", f"{prefix}{sys.executable} {CDP_AGENT}",
+             "--task", "mockmed::ok", "--trials", "1", "--out", str(out), "-q"],
+            check=False, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        (line,) = (out / "results.jsonl").read_bytes().splitlines()
+        rows[prefix] = orjson.loads(line)
+    assert rows["exec-each+browser:"]["outcome"] == "SUCCESS"
+    assert rows["exec-each:"]["outcome"] == "OVER_HALT"

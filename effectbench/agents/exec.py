@@ -46,6 +46,16 @@ log = structlog.get_logger("effectbench.agents")
 EXEC_PREFIX: Final = "exec:"
 EXEC_EACH_PREFIX: Final = "exec-each:"
 """``exec-each:<command line>``: the same, one process per episode."""
+BROWSER_MARK: Final = "+browser"
+"""``exec+browser:`` / ``exec-each+browser:``: the same, with a browser context per
+episode whose CDP endpoint the ``episode`` message carries."""
+EXEC_PREFIXES: Final = (
+    EXEC_PREFIX,
+    EXEC_EACH_PREFIX,
+    EXEC_PREFIX[:-1] + BROWSER_MARK + ":",
+    EXEC_EACH_PREFIX[:-1] + BROWSER_MARK + ":",
+)
+"""Every ``--arm`` prefix that names a protocol agent by its command line."""
 DEFAULT_TIMEOUT_S: Final = 300.0
 MAX_LINE: Final = 1 << 20
 MAX_ACTIONS: Final = 10_000
@@ -338,12 +348,20 @@ class ExecArm:
     @classmethod
     def from_spec(cls, spec: str) -> ExecArm:
         """``exec:<command line>`` (one long-lived process) or ``exec-each:<command line>``
-        (one process per episode), shell-style quoting, as given to ``--arm``."""
-        if spec.startswith(EXEC_EACH_PREFIX):
-            argv = shlex.split(spec.removeprefix(EXEC_EACH_PREFIX))
-            name = EXEC_EACH_PREFIX + _spec_name(argv).removeprefix(EXEC_PREFIX) if argv else None
-            return cls(argv, name=name, mode="per_episode")
-        return cls(spec.removeprefix(EXEC_PREFIX))
+        (one process per episode), shell-style quoting, as given to ``--arm``; either
+        prefix with ``+browser`` before its colon (``exec+browser:``) asks for a browser
+        context per episode, as ``browser=True`` does."""
+        prefix = next((p for p in EXEC_PREFIXES if spec.startswith(p)), None)
+        if prefix is None:
+            raise ValueError(f"an exec arm starts with one of {', '.join(EXEC_PREFIXES)}")
+        argv = shlex.split(spec.removeprefix(prefix))
+        name = prefix + _spec_name(argv).removeprefix(EXEC_PREFIX) if argv else None
+        return cls(
+            argv,
+            name=name,
+            mode="per_episode" if prefix.startswith(EXEC_EACH_PREFIX[:-1]) else "shared",
+            browser=BROWSER_MARK in prefix,
+        )
 
     def with_isolation(self, isolate: bool | None) -> ExecArm:
         """The same agent with another isolation choice (the run's ``--isolate``)."""
@@ -521,8 +539,10 @@ class ExecArm:
 
 
 __all__ = [
+    "BROWSER_MARK",
     "EXEC_EACH_PREFIX",
     "EXEC_PREFIX",
+    "EXEC_PREFIXES",
     "AgentExited",
     "AgentFailure",
     "AgentGaveUp",

@@ -35,6 +35,9 @@ GROUPS: Final = (PROVIDERS, ARMS)
 Group: TypeAlias = Literal["effectbench.providers", "effectbench.arms"]
 Status: TypeAlias = Literal["loaded", "failed", "shadowed"]
 
+_EXEC_PREFIXES: Final = ("exec:", "exec-each:", "exec+browser:", "exec-each+browser:")
+"""``--arm`` prefixes of a protocol agent given by its command line (the same as
+``effectbench.agents.exec.EXEC_PREFIXES``, spelled here so listing never imports it)."""
 _REF = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
 _KIND = {PROVIDERS: "provider", ARMS: "arm"}
 _PROTOCOL: dict[str, type] = {PROVIDERS: BenchmarkProvider, ARMS: Arm}
@@ -329,7 +332,7 @@ class Registry:
     def resolve(self, group: str, name_or_ref: str) -> Any:
         """An entry-point name or ``module:attribute`` reference -> a checked instance."""
         group = _check_group(group)
-        if group == ARMS and name_or_ref.startswith(("exec:", "exec-each:")):
+        if group == ARMS and name_or_ref.startswith(_EXEC_PREFIXES):
             return _exec_arm(name_or_ref)
         info = self.info(group, name_or_ref)
         if info is None:
