@@ -1,0 +1,126 @@
+"""Reference-mode diffs beyond the run itself (issue 14's left-over gaps): a leaderboard
+submission re-scores them as the run did, the out-of-process effect_verified agents
+judge diffs as the in-process arm does, and effect_verified on a reference-mode task.
+
+One real run of the ``mockmed-diff`` pack (real HTTP, real SQLite, the reference
+program on a real twin) serves every test here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from effectbench.api import evaluate_provider_async
+from effectbench.verify.export import export_submission
+from effectbench.verify.submission import verify_submission
+
+ARMS = ("screen_only", "effect_verified", "py_effect_verified", "node_effect_verified")
+REF_TASKS = ("mockmed-diff::allergy-ref-ok", "mockmed-diff::visit-ref-ok")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("refmode") / "run"
+
+    async def go() -> None:
+        await evaluate_provider_async(list(ARMS), "mockmed-diff", trials=2, out=out)
+
+    anyio.run(go)
+    return out
+
+
+def _rows(run_dir: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (run_dir / "results.jsonl").read_bytes().splitlines()]
+
+
+def _labels(run_dir: Path, arm: str) -> dict[tuple[str, int], tuple[Any, ...]]:
+    return {
+        (r["task_id"], r["trial"]): (r["true_state"], r["outcome"], r["failure_class"])
+        for r in _rows(run_dir)
+        if r["arm"] == arm
+    }
+
+
+# --------------------------------------------------------------------------- submissions
+
+
+@pytest.mark.parametrize("system", ["screen_only", "effect_verified"])
+def test_a_reference_mode_run_exports_and_verifies_with_its_labels(
+    run: Path, tmp_path: Path, system: str
+) -> None:
+    path = export_submission(run, system, tmp_path / "submission.json")
+    report = verify_submission(path)
+    assert report.ok, report.reasons
+    doc = orjson.loads(path.read_bytes())
+    ref_rows = [r for r in doc["rows"] if r["task_id"] in REF_TASKS]
+    assert len(ref_rows) == 4
+    for row in ref_rows:
+        assert row["true_state"] == "CORRECT"
+        assert row["reference"]["program"] == "oracle"
+        assert row["reference"]["pre_snapshot"]["readable"] is True
+        assert row["reference"]["post_snapshot"]["readable"] is True
+    assert all("reference" not in r for r in doc["rows"] if r["task_id"] not in REF_TASKS)
+
+
+def _edited(run: Path, tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> list[str]:
+    path = export_submission(run, "screen_only", tmp_path / "submission.json")
+    doc = orjson.loads(path.read_bytes())
+    change(doc)
+    path.write_bytes(orjson.dumps(doc))
+    report = verify_submission(path)
+    assert not report.ok
+    return report.reasons
+
+
+def _ref_row(doc: dict[str, Any], task_id: str = REF_TASKS[0]) -> dict[str, Any]:
+    return next(r for r in doc["rows"] if r["task_id"] == task_id)
+
+
+def test_a_tampered_twin_read_is_caught(run: Path, tmp_path: Path) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        # the twin "did" nothing to the allergy: the agent's correct update is now extra
+        twin_post = _ref_row(doc)["reference"]["post_snapshot"]
+        for patient in twin_post["tables"]["patients"]:
+            if patient["id"] == "p1":
+                patient["allergy"] = "none known"
+                patient["updated_at"] = 1
+
+    reasons = _edited(run, tmp_path, change)
+    assert any("true_state claimed 'CORRECT', re-derived 'WRONG_PERSISTED'" in r for r in reasons)
+    assert any("outcome claimed 'SUCCESS', re-derived 'SILENT_WRONG_EFFECT'" in r for r in reasons)
+
+
+def test_stripped_twin_reads_are_a_reason(run: Path, tmp_path: Path) -> None:
+    reasons = _edited(run, tmp_path, lambda doc: _ref_row(doc).pop("reference"))
+    assert any("carries no twin reads" in r for r in reasons), reasons
+
+
+def test_twin_reads_of_another_program_are_a_reason(run: Path, tmp_path: Path) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        _ref_row(doc)["reference"]["program"] = "screen_only"
+
+    reasons = _edited(run, tmp_path, change)
+    assert any("not the task's reference program 'oracle'" in r for r in reasons), reasons
+
+
+def test_twin_reads_on_a_declared_diff_row_are_a_reason(run: Path, tmp_path: Path) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        ok = _ref_row(doc, "mockmed-diff::allergy-ok")
+        ok["reference"] = _ref_row(doc)["reference"]
+
+    reasons = _edited(run, tmp_path, change)
+    assert any("nothing would check them" in r for r in reasons), reasons
+
+
+def test_malformed_twin_reads_are_a_reason(run: Path, tmp_path: Path) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        _ref_row(doc)["reference"]["post_snapshot"] = {"readable": "sometimes"}
+
+    reasons = _edited(run, tmp_path, change)
+    assert any("oracle readings are malformed" in r for r in reasons), reasons
