@@ -13,10 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import orjson
 import pytest
+from effectbench_mockmed.diff_product import ChartStore, build_template
+from effectbench_mockmed.packs_diff import TASKS
 
 from effectbench.api import evaluate_provider_async
+from effectbench.arms.own_change import own_change
+from effectbench.core.arm import TaskView
+from effectbench.core.model import DiffEffect, Snapshot, TaskSpec
 from effectbench.verify.export import export_submission
 from effectbench.verify.submission import verify_submission
 
@@ -124,3 +130,83 @@ def test_malformed_twin_reads_are_a_reason(run: Path, tmp_path: Path) -> None:
 
     reasons = _edited(run, tmp_path, change)
     assert any("oracle readings are malformed" in r for r in reasons), reasons
+
+
+# --------------------------------------------------------------------------- effect_verified
+
+
+def test_effect_verified_claims_a_correct_reference_mode_save(run: Path) -> None:
+    labels = _labels(run, "effect_verified")
+    for task_id in REF_TASKS:
+        for trial in (0, 1):
+            assert labels[(task_id, trial)] == ("CORRECT", "SUCCESS", None), task_id
+    assert all(outcome != "SILENT_WRONG_EFFECT" for _, outcome, _ in labels.values())
+
+
+def _chart(tmp_path: Path, fault: str, task_id: str) -> tuple[TaskView, Snapshot, Snapshot]:
+    """One real save on MockMed's chart under ``fault``: the task view (the reference-mode
+    task's: the diff's keys and allow-list only) and the product's state around it."""
+    task = next(t for t in TASKS if t.task_id == task_id)
+    reference = next(t for t in TASKS if t.task_id == REF_TASKS[0]).expected_effect
+    view = TaskView.of(task, 0, episode_id=f"x::{task_id}::t0")
+    view = attrs.evolve(view, effect=attrs.evolve(reference, allow=_allow(task)))
+    template = tmp_path / "template.db"
+    build_template(template)
+    store = ChartStore(tmp_path / "ep.db", template, fault)
+    try:
+        before = _snap(store.state())
+        assert view.solution is not None
+        store.act({k: "" if v is None else str(v) for k, v in view.solution.items()})
+        return view, before, _snap(store.state())
+    finally:
+        store.close()
+
+
+def _allow(task: TaskSpec) -> tuple[str, ...]:
+    assert isinstance(task.expected_effect, DiffEffect)
+    return task.expected_effect.allow
+
+
+def _snap(state: dict[str, list[dict[str, Any]]]) -> Snapshot:
+    return Snapshot(readable=True, tables={t: tuple(rows) for t, rows in state.items()})
+
+
+@pytest.mark.parametrize(
+    ("task", "fault", "why"),
+    [
+        ("allergy-ok", "ok", None),
+        ("visit-ok", "ok", None),
+        ("retract-ok", "ok", None),
+        ("allergy-stale", "stale", "fields it did not set changed: phone"),
+        ("allergy-homonym", "homonym", "a row of 'patients' it did not name changed"),
+        ("visit-partial", "partial", "what it submitted as amount, code is in no change"),
+        ("visit-stale", "stale", "fields it did not set changed: phone"),
+        ("retract-wrong_row", "wrong_row", "a row of 'encounters' it did not name is gone"),
+    ],
+)
+def test_own_change_confirms_only_a_save_its_submission_accounts_for(
+    tmp_path: Path, task: str, fault: str, why: str | None
+) -> None:
+    view, before, after = _chart(tmp_path, fault, f"mockmed-diff::{task}")
+    assert isinstance(view.effect, DiffEffect)
+    confirmed, reason = own_change(view.effect, view.solution, view.params, before, after)
+    assert confirmed is (why is None), reason
+    if why is not None:
+        assert why in reason
+
+
+def test_own_change_halts_on_an_untouched_or_unreadable_record(tmp_path: Path) -> None:
+    view, before, _ = _chart(tmp_path, "ok", "mockmed-diff::allergy-ok")
+    assert isinstance(view.effect, DiffEffect)
+    args = (view.effect, view.solution, view.params)
+    assert own_change(*args, before, before) == (False, "nothing changed in the readback")
+    confirmed, reason = own_change(*args, before, Snapshot.unreadable("HTTP 500"))
+    assert not confirmed and "unreadable: HTTP 500" in reason
+
+
+def test_own_change_cannot_tell_a_noop_that_still_audits_it(tmp_path: Path) -> None:
+    """The documented limit (docs/writing-an-arm.md): without the expected diff, a save
+    whose only trace is an audit row naming the target and reason looks accounted for."""
+    view, before, after = _chart(tmp_path, "noop", "mockmed-diff::retract-noop")
+    assert isinstance(view.effect, DiffEffect)
+    assert own_change(view.effect, view.solution, view.params, before, after)[0] is True
