@@ -8,7 +8,8 @@ program on a real twin) serves every test here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib.util
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,16 @@ import anyio
 import attrs
 import orjson
 import pytest
-from effectbench_mockmed.diff_product import ChartStore, build_template
-from effectbench_mockmed.packs_diff import TASKS
+from effectbench_mockmed.diff_product import FAULTS, ChartStore, build_template
+from effectbench_mockmed.packs_diff import TASKS, MockMedDiffProvider
 
+from effectbench.agents.reference import PYTHON_AGENT
 from effectbench.api import evaluate_provider_async
 from effectbench.arms.own_change import own_change
 from effectbench.core.arm import TaskView
+from effectbench.core.codec import converter
 from effectbench.core.model import DiffEffect, Snapshot, TaskSpec
+from effectbench.scoring.diff import judge_diff
 from effectbench.verify.export import export_submission
 from effectbench.verify.submission import verify_submission
 
@@ -210,3 +214,103 @@ def test_own_change_cannot_tell_a_noop_that_still_audits_it(tmp_path: Path) -> N
     view, before, after = _chart(tmp_path, "noop", "mockmed-diff::retract-noop")
     assert isinstance(view.effect, DiffEffect)
     assert own_change(view.effect, view.solution, view.params, before, after)[0] is True
+
+
+# --------------------------------------------------------------------------- the agents
+
+AGENTS = ("py_effect_verified", "node_effect_verified")
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_the_agents_label_the_diff_pack_as_the_in_process_arm(run: Path, agent: str) -> None:
+    want = _labels(run, "effect_verified")
+    got = _labels(run, agent)
+    assert got == want
+    assert all(fc is None for _, _, fc in got.values())
+
+
+class _Crossed(MockMedDiffProvider):
+    """Every chart job under every fault, as a declared diff and as a reference-mode diff:
+    cases the pack itself does not list, to hold the agents' ports to the arm's rules."""
+
+    def tasks(self) -> Sequence[TaskSpec]:
+        return CROSSED
+
+
+def _crossed() -> tuple[TaskSpec, ...]:
+    out = []
+    for job in ("allergy", "retract", "visit"):
+        base = next(t for t in TASKS if t.task_id == f"mockmed-diff::{job}-ok")
+        declared = base.expected_effect
+        assert isinstance(declared, DiffEffect)
+        reference = attrs.evolve(declared, changes=(), mode="reference", reference="oracle")
+        for fault in FAULTS:
+            for tag, effect in (("declared", declared), ("ref", reference)):
+                out.append(
+                    attrs.evolve(
+                        base,
+                        task_id=f"crossed::{job}-{tag}-{fault}",
+                        expected_effect=effect,
+                        fixture={"mode": fault},
+                    )
+                )
+    return tuple(out)
+
+
+CROSSED = _crossed()
+
+
+@pytest.fixture(scope="module")
+def crossed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("crossed") / "run"
+
+    async def go() -> None:
+        await evaluate_provider_async(["effect_verified", *AGENTS], _Crossed(), trials=1, out=out)
+
+    anyio.run(go)
+    return out
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_the_agents_decide_every_job_under_every_fault_as_the_arm(
+    crossed: Path, agent: str
+) -> None:
+    want = _labels(crossed, "effect_verified")
+    assert len(want) == len(CROSSED) == 36
+    assert _labels(crossed, agent) == want
+    # the cases are not all alike: the arm claims some and halts on others
+    outcomes = {outcome for _, outcome, _ in want.values()}
+    assert {"SUCCESS", "WRONG_ACTION", "FALSE_ABORT"} <= outcomes, outcomes
+
+
+def test_the_python_port_of_the_diff_judge_agrees_with_the_judge(tmp_path: Path) -> None:
+    agent = _load_python_agent()
+    seen = set()
+    seen_cases: list[str] = []
+    for task in CROSSED:
+        effect = task.expected_effect
+        assert isinstance(effect, DiffEffect)
+        if effect.is_reference:
+            continue
+        fault = str(task.fixture["mode"])
+        base = f"mockmed-diff::{task.task_id.split('::')[1].split('-')[0]}-ok"
+        where = tmp_path / f"case{len(seen_cases)}"
+        where.mkdir()
+        seen_cases.append(task.task_id)
+        view, before, after = _chart(where, fault, base)
+        resolved = effect.resolve(view.params)
+        for pre, post in ((before, after), (before, before), (after, before)):
+            want = judge_diff(resolved, pre, post).true_state.value
+            plain = converter.unstructure(resolved)["diff"]
+            got = agent.judge_diff(plain, converter.unstructure(pre), converter.unstructure(post))
+            assert got == want, (task.task_id, want, got)
+            seen.add(want)
+    assert {"CORRECT", "WRONG_PERSISTED", "ABSENT", "UNREADABLE"} <= seen, seen
+
+
+def _load_python_agent() -> Any:
+    spec = importlib.util.spec_from_file_location("ev_agent", PYTHON_AGENT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
