@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from effectbench.arms.own_change import own_change
 from effectbench.core.arm import TaskView
-from effectbench.core.model import AgentReport, Snapshot, TrueState
+from effectbench.core.model import AgentReport, DiffEffect, Snapshot, TrueState
 from effectbench.core.provider import EnvHandle, ProductResponse
 from effectbench.scoring.judge import judge
 
@@ -76,6 +77,8 @@ async def trust_reads(
     before = await reader()
     await submit(task, env)
     after = await reader()
+    if isinstance(task.effect, DiffEffect) and task.effect.is_reference:
+        return _own_change_report(task, before, after, path)
     verdict = judge(task.effect, before, after)
     if verdict.true_state is TrueState.CORRECT:
         return AgentReport(
@@ -83,6 +86,22 @@ async def trust_reads(
         )
     detail = "; ".join(verdict.reasons) or verdict.true_state.value
     return _halt(f"the {path} does not confirm the effect ({verdict.true_state.value}): {detail}")
+
+
+def _own_change_report(task: TaskView, before: Snapshot, after: Snapshot, path: str) -> AgentReport:
+    """A reference-mode task: the expected diff is not in the view, so claim success only
+    when the change is one's own submission, and say that this is what was checked
+    (effectbench.arms.own_change)."""
+    assert isinstance(task.effect, DiffEffect)
+    confirmed, why = own_change(task.effect, task.solution, task.params, before, after)
+    if confirmed:
+        return AgentReport(
+            reported_success=True,
+            halted=False,
+            message=f"the {path} shows the submission landed ({why}); the expected diff is "
+            "the reference program's, which the task view does not give",
+        )
+    return _halt(f"the {path} does not show the submission landing as asked: {why}")
 
 
 class ScreenOnlyArm:

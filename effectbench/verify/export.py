@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from effectbench.core.events import ReferencePostRead, ReferencePreSnapshot
 from effectbench.core.model import (
     SPEC_VERSION,
 )
@@ -26,14 +27,39 @@ __all__ = ["SEED_RULE", "SUBMISSION_SCHEMA", "export_submission"]
 SUBMISSION_SCHEMA: Final = "effectbench.submission/1"
 SEED_RULE: Final = "trial_tag = sha256('<task_id>:<trial>')[:12], trials 0..trials-1"
 """The one payload rule this verifier reproduces; a submission declaring another is refused."""
+_EVIDENCE: Final = (
+    "planned",
+    "pre_snapshot",
+    "post_read",
+    ReferencePreSnapshot.TYPE,
+    ReferencePostRead.TYPE,
+)
+"""The logged events a row is built from (the twin's two reads: a reference-mode diff's)."""
+
+
+def _reference_fields(pre: Mapping[str, Any], post: Mapping[str, Any]) -> dict[str, Any]:
+    """The twin's reads of a reference-mode episode, which its expected diff comes from: a
+    row without them would rescore as unreadable. Empty for every other episode."""
+    if not pre and not post:
+        return {}
+    return {
+        "reference": {
+            "program": post.get("arm", pre.get("arm")),
+            "pre_snapshot": pre.get("snapshot"),
+            "post_snapshot": post.get("snapshot"),
+            "reported_success": post.get("reported_success"),
+            "message": post.get("message"),
+        }
+    }
 
 
 def export_submission(
     run_dir: str | os.PathLike[str], system: str, out_path: str | os.PathLike[str]
 ) -> Path:
     """Write one arm of a run as a leaderboard submission (docs/leaderboard.md): the raw
-    rows (report, oracle readings, payload, effect), the claimed metrics, and the
-    reproducibility block. Labels in it are for reading; the verifier re-derives them."""
+    rows (report, oracle readings, payload, effect; a reference-mode episode's twin reads),
+    the claimed metrics, and the reproducibility block. Labels in it are for reading; the
+    verifier re-derives them."""
     from effectbench.log.reader import LogError, LoggedEvent, read_log
     from effectbench.projections.episodes import project_episodes
 
@@ -66,7 +92,7 @@ def export_submission(
         need = {
             int(pointer.rsplit("#", 1)[1])
             for rec in by_id.values()
-            for key in ("planned", "pre_snapshot", "post_read")
+            for key in _EVIDENCE
             if (pointer := rec.evidence.get(key))
         }
         data: dict[int, Mapping[str, Any]] = {}
@@ -103,6 +129,9 @@ def export_submission(
             "effect_hash": planned.get("effect_hash"),
             "pre_snapshot": ev_data(rec, "pre_snapshot").get("snapshot"),
             "post_snapshot": ev_data(rec, "post_read").get("snapshot"),
+            **_reference_fields(
+                ev_data(rec, ReferencePreSnapshot.TYPE), ev_data(rec, ReferencePostRead.TYPE)
+            ),
         }
         rows.append(row)
     claimed = MetricsAccumulator(index).add_all(records).arm_metrics(0)

@@ -15,6 +15,8 @@ import attrs
 from effectbench.core.hashing import content_hash
 from effectbench.core.model import (
     SPEC_VERSION,
+    AnyEffect,
+    DiffEffect,
     FailureClass,
     Snapshot,
     TaskSpec,
@@ -46,6 +48,46 @@ def _major(version: Any) -> str | None:
 
 def _num_or_none(value: Any) -> Any:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _snapshot(raw: Any, what: str) -> Snapshot:
+    from effectbench.core.codec import converter
+
+    if raw is None:
+        return Snapshot.unreadable(f"no {what} in the row")
+    return converter.structure(raw, Snapshot)
+
+
+def _twin_reads(
+    where: str, row: Mapping[str, Any], effect: AnyEffect, reasons: Reasons, source: str
+) -> tuple[Snapshot, Snapshot] | None:
+    """A reference-mode row's twin reads (its expected diff comes from them), structured;
+    a reason for a row that carries them without a reference-mode effect, or names another
+    program. Malformed reads raise (the caller's untrusted-content path)."""
+    ref = row.get("reference")
+    is_reference = isinstance(effect, DiffEffect) and effect.is_reference
+    if ref is None:
+        return None
+    if not is_reference:
+        reasons.add(
+            source,
+            f"{where}: carries twin reads (reference), but its effect is not a reference-mode "
+            "diff: nothing would check them",
+        )
+        return None
+    assert isinstance(effect, DiffEffect)
+    if not isinstance(ref, dict):
+        raise TypeError("reference is not an object of the twin's two reads")
+    if ref.get("program") != effect.reference:
+        reasons.add(
+            source,
+            f"{where}: twin reads are of program {ref.get('program')!r}, not the task's "
+            f"reference program {effect.reference!r}",
+        )
+    return (
+        _snapshot(ref.get("pre_snapshot"), "twin pre-snapshot"),
+        _snapshot(ref.get("post_snapshot"), "twin post-read"),
+    )
 
 
 def _rederive(
@@ -99,21 +141,24 @@ def _rederive(
     ):
         try:
             post = converter.structure(post_raw, Snapshot)
-            pre_raw = row.get("pre_snapshot")
-            pre = (
-                converter.structure(pre_raw, Snapshot)
-                if pre_raw is not None
-                else Snapshot.unreadable("no pre-snapshot in the row")
-            )
+            pre = _snapshot(row.get("pre_snapshot"), "pre-snapshot")
+            twin = _twin_reads(where, row, effect, reasons, source)
         except Exception as exc:  # noqa: BLE001 - untrusted submission content
             reasons.add(source, f"{where}: oracle readings are malformed ({exc})")
             return None
+        if twin is None and isinstance(effect, DiffEffect) and effect.is_reference:
+            reasons.add(
+                source,
+                f"{where}: a reference-mode diff, but the row carries no twin reads "
+                "(reference): its expected diff cannot be re-derived",
+            )
         verdict, cls = score_episode(
             effect,
             pre,
             post,
             reported_success=reported,
             correct_action_available=task.correct_action_available,
+            reference=twin,
         )
         verdict_reasons = verdict.reasons
         expected = {

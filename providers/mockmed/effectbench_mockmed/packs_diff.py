@@ -249,7 +249,12 @@ class MockMedDiffProvider:
         session = running.connections.session(base_url, HTTP_TIMEOUT_S)
         telemetry = Telemetry()
         env = EnvHandle(
-            channels={"base_url": base_url, "confusable": CONFUSABLE},
+            channels={
+                "base_url": base_url,
+                "form_url": base_url + "do",
+                "readback_url": base_url + "api/state",
+                "confusable": CONFUSABLE,
+            },
             telemetry=telemetry,
             driver=ChartDriver(session, telemetry),
             verifier=ChartReadback(session),
