@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +13,10 @@ import orjson
 import pytest
 
 from effectbench.agents.reference import NODE_AGENT
+from effectbench.testing import run_cli
 
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
 NODE = shutil.which("node")
-
-
-def _cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EFFECTBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=150, check=False,
-        env=env,
-    )  # fmt: skip
+_cli = partial(run_cli, timeout=150)
 
 
 def _metrics(run: Path) -> Any:

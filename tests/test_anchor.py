@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
 from effectbench.cli.console import format_reference, reference_rows
-
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EFFECTBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
-    )
+from effectbench.testing import run_cli
 
 
 def _rate(block: dict[str, object]) -> tuple[object, object]:
@@ -28,7 +18,7 @@ def _rate(block: dict[str, object]) -> tuple[object, object]:
 @pytest.mark.timeout(150)
 def test_anchor_run_reproduces_the_pinned_values(tmp_path: Path) -> None:
     out = tmp_path / "anchor"
-    proc = _cli(
+    proc = run_cli(
         "run",
         "--provider",
         "mockmed",
@@ -116,7 +106,7 @@ def test_anchor_run_reproduces_the_pinned_values(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(150)
 def test_reference_command_checks_and_labels(tmp_path: Path) -> None:
-    proc = _cli("reference", "--out", str(tmp_path / "ref"), "-q", cwd=tmp_path)
+    proc = run_cli("reference", "--out", str(tmp_path / "ref"), "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "fixture invariants, not findings" in proc.stdout
     assert "all pinned values reproduced" in proc.stdout and "MISMATCH" not in proc.stdout

@@ -722,3 +722,14 @@ def test_an_oracle_that_never_checks_a_fixed_field_fails_the_audit(tmp_path: Pat
     (row,) = log_event(report.log_path, t.evidence[ep])["data"]["snapshot"]["tables"]["payments"]
     assert row["amount_cents"] == 125001
     assert report.attestations["ledger::no_amount"] is False
+
+
+def test_the_roster_and_the_report_are_still_importable_from_their_old_paths() -> None:
+    """checks.py was split by job; callers of effectbench.audit(.checks) see the same objects."""
+    import effectbench.audit as package
+    from effectbench.audit import checks, report, roster
+
+    for module in (roster, report):
+        for name in module.__all__:
+            assert getattr(checks, name) is getattr(module, name) is getattr(package, name), name
+    assert {"AuditError", "audit_log", "attestations", "is_refusal_control"} <= set(checks.__all__)

@@ -182,11 +182,13 @@ def test_contexts_are_closed_when_the_agent_fails_or_times_out(
 @pytest.mark.timeout(120)
 def test_a_killed_run_leaves_no_cdp_browser_behind(tmp_path: Path) -> None:
     """The pipe-driven Chromium behind the endpoints dies with a SIGKILLed harness."""
-    from test_browser_lifecycle import _SCRIPT, _comm, _descendants, _wait_until_gone
+    from test_browser_lifecycle import _comm, _descendants, _wait_until_gone
+
+    from effectbench.testing import effectbench_command
 
     out = tmp_path / "run"
     harness = subprocess.Popen(
-        [str(_SCRIPT), "run", "--arm", "cdp_screen_only", "--trials", "40",
+        [*effectbench_command(), "run", "--arm", "cdp_screen_only", "--trials", "40",
          "--concurrency", "4", "--out", str(out), "-q"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

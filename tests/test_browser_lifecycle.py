@@ -18,8 +18,8 @@ from effectbench.arm import TaskView
 from effectbench.browser.launch import _wrapper
 from effectbench.model import AgentReport
 from effectbench.provider import EnvHandle
+from effectbench.testing import effectbench_command, run_cli
 
-_SCRIPT = Path(sys.executable).with_name("effectbench")
 DEADLINE_S = 30.0
 
 
@@ -108,7 +108,7 @@ def test_the_launch_wrapper_kills_the_browser_when_its_parent_dies(tmp_path: Pat
 def test_a_killed_run_leaves_no_browser_process(tmp_path: Path) -> None:
     out = tmp_path / "run"
     harness = subprocess.Popen(
-        [str(_SCRIPT), "run", "--arm", "browser_screen_only", "--trials", "40",
+        [*effectbench_command(), "run", "--arm", "browser_screen_only", "--trials", "40",
          "--concurrency", "4", "--out", str(out), "-q"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -182,11 +182,9 @@ def _no_browser_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 @pytest.mark.parametrize("chromium", ["", "/nowhere/chromium"])
 def test_a_browser_run_without_a_browser_fails_in_one_line(tmp_path: Path, chromium: str) -> None:
     extra = {"EFFECTBENCH_CHROMIUM": chromium} if chromium else {}
-    proc = subprocess.run(
-        [str(_SCRIPT), "run", "--arm", "browser_screen_only", "--trials", "1",
-         "--out", str(tmp_path / "run")],
-        check=False, capture_output=True, text=True, timeout=60,
-        env=_no_browser_env(tmp_path, **extra),
+    proc = run_cli(
+        "run", "--arm", "browser_screen_only", "--trials", "1", "--out", str(tmp_path / "run"),
+        timeout=60, env=_no_browser_env(tmp_path, **extra),
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -197,11 +195,9 @@ def test_a_browser_run_without_a_browser_fails_in_one_line(tmp_path: Path, chrom
 
 
 def test_a_browser_that_will_not_start_fails_the_run_in_one_line(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [str(_SCRIPT), "run", "--arm", "browser_screen_only", "--trials", "1",
-         "--out", str(tmp_path / "run"), "-q"],
-        check=False, capture_output=True, text=True, timeout=60,
-        env=_no_browser_env(tmp_path, EFFECTBENCH_CHROMIUM="/bin/false"),
+    proc = run_cli(
+        "run", "--arm", "browser_screen_only", "--trials", "1", "--out", str(tmp_path / "run"),
+        "-q", timeout=60, env=_no_browser_env(tmp_path, EFFECTBENCH_CHROMIUM="/bin/false"),
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -218,7 +214,7 @@ def test_ctrl_c_interrupts_a_browser_run_cleanly(tmp_path: Path) -> None:
 
     out = tmp_path / "run"
     harness = subprocess.Popen(
-        [str(_SCRIPT), "run", "--arm", "browser_screen_only", "--trials", "40",
+        [*effectbench_command(), "run", "--arm", "browser_screen_only", "--trials", "40",
          "--concurrency", "4", "--out", str(out), "-q"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip

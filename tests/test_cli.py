@@ -6,33 +6,23 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import orjson
 import pytest
+from cli_env import TESTS, pythonpath_env
 
 from effectbench.api import evaluate_provider
-from effectbench.testing import InMemoryProvider, ScriptedArm, untimed_run
+from effectbench.testing import (
+    InMemoryProvider,
+    ScriptedArm,
+    effectbench_command,
+    run_cli,
+    untimed_run,
+)
 
-TESTS = Path(__file__).resolve().parent
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.run(
-        [*EFFECTBENCH, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
+_cli = partial(run_cli, env=pythonpath_env(TESTS))
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +267,7 @@ def test_sigterm_stops_reference_gracefully_with_exit_143(tmp_path: Path) -> Non
 
     out = tmp_path / "ref"
     proc = subprocess.Popen(
-        [*EFFECTBENCH, "reference", "--concurrency", "2", "--out", str(out), "-q"],
+        [*effectbench_command(), "reference", "--concurrency", "2", "--out", str(out), "-q"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

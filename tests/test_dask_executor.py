@@ -12,34 +12,25 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import distributed
 import orjson
 import pytest
+from cli_env import TESTS, pythonpath_env
 from dask_arms import BARRIER_ENV
 
 from effectbench.api import evaluate_provider
 from effectbench.events import TERMINAL_TYPES
 from effectbench.log import open_log_writer, read_log
-from effectbench.testing import untimed_run
+from effectbench.testing import effectbench_command, run_cli, untimed_run
 
 # Two test processes may each start a cluster: the second's HTTP server takes another port.
 pytestmark = pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning")
 
-TESTS = Path(__file__).resolve().parent
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "effectbench", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=env,
-    )
+_cli = partial(run_cli, timeout=300)
 
 
 def _terminals(log: Path) -> collections.Counter[str]:
@@ -98,12 +89,6 @@ def cluster(barrier: Path, request: pytest.FixtureRequest) -> Iterator[distribut
         yield client
 
 
-def _harness_env(*paths: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), env.get("PYTHONPATH", "")])
-    return env
-
-
 def _wait_for(what: str, ready: object, deadline_s: float = 120.0) -> None:
     deadline = time.monotonic() + deadline_s
     while not ready():  # type: ignore[operator]
@@ -126,9 +111,7 @@ def test_a_killed_worker_loses_no_episode_and_doubles_none(
     out = tmp_path / "run"
     harness = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "effectbench",
+            *effectbench_command(),
             "run",
             "--provider",
             "mockmed",
@@ -144,7 +127,7 @@ def test_a_killed_worker_loses_no_episode_and_doubles_none(
             str(out),
             "-q",
         ],
-        env=_harness_env(TESTS),
+        env=pythonpath_env(TESTS),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -197,7 +180,7 @@ def test_a_worker_without_the_plugin_says_so_in_one_line(
         "--out",
         str(tmp_path / "run"),
         "-q",
-        env=_harness_env(only_here, TESTS),
+        env=pythonpath_env(only_here, TESTS),
     )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -263,10 +246,10 @@ def test_a_signal_stops_a_dask_run_and_resume_finishes_it(
     """Stopped either way, the harness says how to go on in one line: no worker process
     prints a traceback (local workers ignore the terminal's SIGINT; the harness owns them)."""
     out = tmp_path / "run"
-    env = _harness_env(TESTS)
+    env = pythonpath_env(TESTS)
     harness = subprocess.Popen(
         [
-            sys.executable, "-m", "effectbench", "run", "--provider", "mockmed",
+            *effectbench_command(), "run", "--provider", "mockmed",
             "--arm", "dask_arms:BarrierArm", "--trials", "1", "--concurrency", "4",
             "--executor", "dask-local:2", "--out", str(out), "-q",
         ],

@@ -10,11 +10,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from cli_env import TESTS, pythonpath_env
 
 from effectbench.api import RunError, evaluate_provider
 from effectbench.core.arm import TaskView
@@ -22,11 +24,14 @@ from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle
 from effectbench.log.reader import write_events_sync
 from effectbench.run.outdir import RUN_FILES, prepare_out_dir
-from effectbench.testing import InMemoryProvider, ScriptedArm, untimed_run
+from effectbench.testing import (
+    InMemoryProvider,
+    ScriptedArm,
+    effectbench_command,
+    run_cli,
+    untimed_run,
+)
 
-TESTS = Path(__file__).resolve().parent
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
 GATE_ENV = "EFFECTBENCH_TEST_GATE"
 DEADLINE = 60.0
 
@@ -45,21 +50,7 @@ class GateArm:
         return AgentReport(reported_success=False, halted=True, message="gate opened")
 
 
-def _env(**extra: str) -> dict[str, str]:
-    path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path, **extra}
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EFFECTBENCH, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=_env(),
-    )
+_cli = partial(run_cli, env=pythonpath_env(TESTS))
 
 
 FAKE_RUN = (
@@ -345,7 +336,7 @@ def gated_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, Pat
     """A real run in ``tmp/x`` whose one episode waits, arm started, until ``tmp/gate``."""
     out, gate = tmp_path / "x", tmp_path / "gate"
     argv = [
-        *EFFECTBENCH,
+        *effectbench_command(),
         *FAKE_RUN[:4],
         "test_force_guard:GateArm",
         *FAKE_RUN[5:],
@@ -355,7 +346,7 @@ def gated_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, Pat
     proc = subprocess.Popen(
         argv,
         cwd=tmp_path,
-        env=_env(**{GATE_ENV: str(gate)}),
+        env=pythonpath_env(TESTS, **{GATE_ENV: str(gate)}),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

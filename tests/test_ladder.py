@@ -9,8 +9,6 @@ reasoning, so a broken scenario is named rather than only shifting a count.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -41,10 +39,9 @@ from effectbench.core.model import (
 from effectbench.core.provider import BenchmarkProvider, EnvHandle, ProductResponse, Telemetry
 from effectbench.oracles.sqlite import SqliteAllTablesOracle, read_all_tables
 from effectbench.scoring.judge import judge
+from effectbench.testing import run_cli
 
 pytestmark = pytest.mark.anyio
-
-EFFECTBENCH = str(Path(sys.executable).with_name("effectbench"))
 
 
 @pytest.fixture
@@ -72,29 +69,23 @@ def view(t: TaskSpec, trial: int = 0, *, declared: bool = True) -> TaskView:
 
 def test_ladder_reproduces_the_measured_swer_through_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            EFFECTBENCH,
-            "run",
-            "--provider",
-            "mockmed-ladder",
-            "--arm",
-            "screen",
-            "--arm",
-            "effect_rest",
-            "--arm",
-            "effect_full",
-            "--trials",
-            str(LADDER_TRIALS),
-            "--concurrency",
-            "32",
-            "--out",
-            str(out),
-            "-q",
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "run",
+        "--provider",
+        "mockmed-ladder",
+        "--arm",
+        "screen",
+        "--arm",
+        "effect_rest",
+        "--arm",
+        "effect_full",
+        "--trials",
+        str(LADDER_TRIALS),
+        "--concurrency",
+        "32",
+        "--out",
+        str(out),
+        "-q",
         timeout=180,
         env={**os.environ, "EFFECTBENCH_MOCKMED_TMPDIR": str(tmp_path)},
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from effectbench.log.reader import (
     write_events_sync,
 )
 from effectbench.schema import load_event_schema
+from effectbench.testing import run_cli
 
 EP = "screen_only::mm-create-001::t0"
 
@@ -599,8 +599,7 @@ def assert_every_line_is_a_typed_event(path: Path) -> None:
 
 
 def _cli(*args: str) -> None:
-    exe = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "effectbench"
-    subprocess.run([str(exe), *args, "-q"], check=True, capture_output=True, timeout=120)
+    run_cli(*args, "-q").check_returncode()
 
 
 def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: Path) -> None:

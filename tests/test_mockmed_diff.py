@@ -158,3 +158,25 @@ def test_a_reference_program_that_changes_nothing_is_caught(tmp_path: Path) -> N
     [task] = report.tasks
     assert task.status == "broken", task.reasons
     assert "reference did not reach the correct effect" in task.reasons[0]
+
+
+@pytest.mark.anyio
+async def test_stop_tears_down_an_episode_left_live_as_the_other_providers_do(
+    tmp_path: Path,
+) -> None:
+    """The shared episode shape: stop() ends every live episode (its session, its oracle,
+    its file), and the episode's own teardown afterwards is a no-op."""
+    from effectbench.core.model import trial_params
+
+    provider = MockMedDiffProvider(tmp_root=tmp_path)
+    await provider.start()
+    try:
+        task = TASKS[0]
+        ep = await provider.provision(task, 0, trial_params(task, 0))
+        assert (await ep.oracle.read()).readable
+    finally:
+        await provider.stop()
+    after = await ep.oracle.read()
+    assert not after.readable and "torn down" in (after.error or ""), after
+    await ep.teardown()
+    assert list(tmp_path.iterdir()) == []

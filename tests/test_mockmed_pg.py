@@ -8,7 +8,6 @@ import os
 import socket
 import struct
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,25 +19,18 @@ import pytest
 
 from effectbench.console import reference_rows
 from effectbench.pgserver import with_database
+from effectbench.testing import effectbench_command, run_cli
 
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
+
+def _pg_env(**extra: str) -> dict[str, str]:
+    """This environment without a user's EFFECTBENCH_PG_DSN (each test picks its server)."""
+    return {**{k: v for k, v in os.environ.items() if k != "EFFECTBENCH_PG_DSN"}, **extra}
 
 
 def _cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k != "EFFECTBENCH_PG_DSN"}
-    full_env.update(env or {})
-    return subprocess.run(
-        [*EFFECTBENCH, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=full_env,
-    )
+    return run_cli(*args, cwd=cwd, env=_pg_env(**(env or {})))
 
 
 def _results(out: Path) -> list[dict[str, object]]:
@@ -343,15 +335,12 @@ def test_a_killed_run_is_resumed_and_its_server_stopped_by_the_next_start(tmp_pa
     import time
 
     root = Path(tempfile.mkdtemp(prefix="ebk-", dir="/dev/shm"))  # short: the socket is in it
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "EFFECTBENCH_PG_DSN"},
-        "EFFECTBENCH_PG_DIR": str(root),
-    }
+    env = _pg_env(EFFECTBENCH_PG_DIR=str(root))
     out = tmp_path / "run"
     try:
         proc = subprocess.Popen(
             [
-                *EFFECTBENCH,
+                *effectbench_command(),
                 "run",
                 "--provider",
                 "mockmed-pg",

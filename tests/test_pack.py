@@ -7,8 +7,6 @@ effect hash must appear nowhere in the serialized manifest (public or run).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,8 @@ from effectbench.audit.pack import SEALED_KEYS, public_pack_manifest, redact_tas
 from effectbench.core.hashing import content_hash
 from effectbench.core.model import Split, TaskSpec
 from effectbench.run.plan import pack_fingerprint
+from effectbench.testing import run_cli
 
-EFFECTBENCH = str(Path(sys.executable).with_name("effectbench"))
 SEALED = [t for t in FULL_TASKS if t.split is Split.TEST]
 PUBLIC = [t for t in FULL_TASKS if t.split is Split.DEV]
 
@@ -31,17 +29,6 @@ PUBLIC = [t for t in FULL_TASKS if t.split is Split.DEV]
 def _secrets(t: TaskSpec) -> list[str]:
     """What a sealed task must never publish: its goal and its effect hash."""
     return [t.goal, content_hash(t.expected_effect)]
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [EFFECTBENCH, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_public_manifest_seals_the_test_split() -> None:
@@ -101,19 +88,19 @@ def test_redaction_keeps_only_the_axes_of_a_test_task(
 
 
 def test_cli_pack_prints_the_public_manifest() -> None:
-    proc = _cli("pack", "--provider", "mockmed-full")
+    proc = run_cli("pack", "--provider", "mockmed-full")
     assert proc.returncode == 0, proc.stderr
     assert orjson.loads(proc.stdout) == orjson.loads(
         orjson.dumps(public_pack_manifest(MockMedFullProvider()))
     )
-    bad = _cli("pack", "--provider", "no-such-pack")
+    bad = run_cli("pack", "--provider", "no-such-pack")
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1 and "no-such-pack" in bad.stderr
 
 
 def test_a_run_scores_sealed_tasks_but_its_manifest_does_not_reveal_them(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = _cli(
+    proc = run_cli(
         "run",
         "--provider",
         "mockmed-full",
@@ -128,7 +115,7 @@ def test_a_run_scores_sealed_tasks_but_its_manifest_does_not_reveal_them(tmp_pat
         "--out",
         str(out),
         "-q",
-        env={"EFFECTBENCH_MOCKMED_TMPDIR": str(tmp_path)},
+        env={**os.environ, "EFFECTBENCH_MOCKMED_TMPDIR": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr
     rows = [orjson.loads(line) for line in (out / "results.jsonl").read_bytes().splitlines()]
@@ -149,7 +136,7 @@ def test_a_run_scores_sealed_tasks_but_its_manifest_does_not_reveal_them(tmp_pat
     assert ok["effect_hash"] == content_hash(FULL_TASKS[0].expected_effect)
     # the log keeps what scoring needs: the sealed goal is in the plan it records
     assert SEALED[0].goal in (out / "events.jsonl").read_text()
-    assert _cli("verify", str(out)).returncode == 0
+    assert run_cli("verify", str(out)).returncode == 0
 
 
 # --- adversarially_audited comes from audit evidence, never from the provider's flag ----------
@@ -193,5 +180,7 @@ def test_audit_evidence_attests_its_own_pack_only(tmp_path: Path) -> None:
     assert manifest["audit"]["audited"] == 9
     with pytest.raises(PackError, match="not of mockmed-full's pack"):
         public_pack_manifest(MockMedFullProvider(), audit=rederived)
-    proc = _cli("pack", "--provider", "mockmed-full", "--audit-evidence", str(tmp_path / "audit"))
+    proc = run_cli(
+        "pack", "--provider", "mockmed-full", "--audit-evidence", str(tmp_path / "audit")
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,10 +13,8 @@ import pytest
 
 from effectbench.log.reader import read_log, verify_log
 from effectbench.run.plan import ProviderInfo, build_plan, count_planned, episode_id, episodes
-from effectbench.testing import InMemoryProvider
+from effectbench.testing import InMemoryProvider, effectbench_command
 
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
 PROMPT_S = 20
 """CPU seconds the run may spend after Ctrl-C, a generous bound: the materialising
 planner took ~77 s to honour it on 9M episodes. CPU, not wall-clock, time: on 2 cores
@@ -28,7 +25,7 @@ MAX_HWM_KB = 300 * 1024
 
 def _start(out: Path, trials: int, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*EFFECTBENCH, "run", "--trials", str(trials), "--out", str(out), "-q", *extra],
+        [*effectbench_command(), "run", "--trials", str(trials), "--out", str(out), "-q", *extra],
         cwd=out.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench"]
+from effectbench.testing import run_cli
 
 BROKEN = 'raise ImportError("needs libfoo, which is not installed")\n'
 
@@ -29,15 +27,7 @@ def _listing(command: str, site: Path | None, cwd: Path) -> subprocess.Completed
     env = dict(os.environ)
     if site is not None:
         env["PYTHONPATH"] = str(site)
-    return subprocess.run(
-        [*EFFECTBENCH, command],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(command, cwd=cwd, env=env, timeout=60)
 
 
 @pytest.mark.parametrize(

@@ -3,17 +3,12 @@ with its traceback, the repeats counted, while the log keeps the one-line reason
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
+from cli_env import TESTS, pythonpath_env
 
-from effectbench.testing import InMemoryProvider
-
-TESTS = Path(__file__).resolve().parent
-_SCRIPT = Path(sys.executable).with_name("effectbench")
+from effectbench.testing import InMemoryProvider, run_cli
 
 
 def failing_and_ok() -> InMemoryProvider:
@@ -21,29 +16,18 @@ def failing_and_ok() -> InMemoryProvider:
 
 
 def test_first_provider_error_shows_its_traceback_and_the_rest_are_counted(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-    }
     run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            str(_SCRIPT),
-            "run",
-            "--provider",
-            f"{__name__}:failing_and_ok",
-            "--arm",
-            "effectbench.testing:ScriptedArm",
-            "--trials",
-            "3",
-            "--out",
-            str(run_dir),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
+    proc = run_cli(
+        "run",
+        "--provider",
+        f"{__name__}:failing_and_ok",
+        "--arm",
+        "effectbench.testing:ScriptedArm",
+        "--trials",
+        "3",
+        "--out",
+        str(run_dir),
+        env=pythonpath_env(TESTS),
         cwd=tmp_path,
     )
     err = proc.stderr

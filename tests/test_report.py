@@ -7,16 +7,15 @@ test_report_browser.py; these read the HTML and the model directly.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from cli_env import TESTS, pythonpath_env
 
 from effectbench.api import evaluate_provider
 from effectbench.core.rundir import ARTIFACT_FILES
@@ -24,28 +23,12 @@ from effectbench.log.reader import LoggedEvent
 from effectbench.report import ReportError, build_report
 from effectbench.report.data import EpisodeRef, load_run
 from effectbench.report.drill import ShotBudget, drill, screenshot_image, select_episodes
-from effectbench.testing import InMemoryProvider, ScriptedArm
+from effectbench.testing import InMemoryProvider, ScriptedArm, run_cli
 
-TESTS = Path(__file__).resolve().parent
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
 SWER_EPISODE = "screen_only::mockmed::partial::t0"
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.run(
-        [*EFFECTBENCH, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
+_cli = partial(run_cli, env=pythonpath_env(TESTS))
 
 
 @pytest.fixture(scope="module")

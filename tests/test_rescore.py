@@ -9,14 +9,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from cli_env import TESTS, pythonpath_env
 
 from effectbench.api import evaluate_provider
 from effectbench.audit.attest import attestations
@@ -24,27 +25,15 @@ from effectbench.log.reader import LogEntry, read_log, verify_log, write_events_
 from effectbench.outputs.artifacts import ArtifactError, build_artifacts, rescore_artifacts
 from effectbench.outputs.parallel import MIN_PARALLEL_BYTES
 from effectbench.run.scheduler import run_lock_held
-from effectbench.testing import InMemoryProvider, ScriptedArm
+from effectbench.testing import InMemoryProvider, ScriptedArm, effectbench_command, run_cli
 from effectbench.verify import verify_run
 
-TESTS = Path(__file__).resolve().parent
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+ENV = pythonpath_env(TESTS)
 DEADLINE = 30.0
 """Bound on every wait for another process; a passing test never gets near it."""
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EFFECTBENCH, *args],
-        check=False,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=ENV,
-    )
+_cli = partial(run_cli, env=ENV)
 
 
 @pytest.fixture(scope="module")
@@ -265,7 +254,7 @@ def _wait_for(what: str, ready: Callable[[], bool]) -> None:
 def test_rescore_refuses_a_live_run_and_writes_nothing(tmp_path: Path) -> None:
     run = tmp_path / "live"
     live = subprocess.Popen(
-        [*EFFECTBENCH, "run", "--provider", "effectbench.testing:InMemoryProvider",
+        [*effectbench_command(), "run", "--provider", "effectbench.testing:InMemoryProvider",
          "--arm", "effectbench.testing:HangingArm", "--trials", "1", "--out", str(run), "-q"],
         cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -375,7 +364,7 @@ def test_killing_rescore_leaves_no_worker_and_closes_stderr(
     shutil.copytree(big_run, run)
     share = (run / "events.jsonl").stat().st_size // 2 - 4096
     proc = subprocess.Popen(
-        [*EFFECTBENCH, "rescore", "--workers", "2", str(run)],
+        [*effectbench_command(), "rescore", "--workers", "2", str(run)],
         cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     workers: list[int] = []

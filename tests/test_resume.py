@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,12 +15,10 @@ import pytest
 from effectbench.api import evaluate
 from effectbench.core.events import TERMINAL_TYPES
 from effectbench.log.reader import read_log, verify_log
-from effectbench.testing import untimed_run
+from effectbench.testing import effectbench_command, run_cli, untimed_run
 
 ARGS = ["--trials", "2", "--concurrency", "2", "-q"]
 N_EPISODES = 2 * 9 * 2
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +32,6 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[obje
     return run.run_dir, untimed_run(run.run_dir)
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*EFFECTBENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
-    )
-
-
 def _lines(log: Path) -> int:
     try:
         return log.read_bytes().count(b"\n")
@@ -51,7 +42,7 @@ def _lines(log: Path) -> int:
 def _start_and_stop_after(out: Path, n_events: int, sig: int) -> subprocess.Popen[str]:
     """Start a run and send ``sig`` once the log holds at least ``n_events`` lines."""
     proc = subprocess.Popen(
-        [*EFFECTBENCH, "run", *ARGS, "--out", str(out)],
+        [*effectbench_command(), "run", *ARGS, "--out", str(out)],
         cwd=out.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -88,7 +79,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(
     assert killed.returncode == -signal.SIGKILL
     assert not (out / "results.jsonl").exists()
 
-    resumed = _cli("run", "--resume", str(out), "-q", cwd=tmp_path)
+    resumed = run_cli("run", "--resume", str(out), "-q", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert f"run directory: {out}" in resumed.stdout
 
@@ -118,7 +109,7 @@ def test_sigint_stops_gracefully_and_leaves_a_resumable_log(
     last = list(read_log(log))[-1]
     assert last.type == "run.finished" and last.data["interrupted"] is True
 
-    resumed = _cli("run", "--resume", str(out), "-q", cwd=tmp_path)
+    resumed = run_cli("run", "--resume", str(out), "-q", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     _assert_each_episode_ended_once(log)
     assert untimed_run(out) == baseline[1]
@@ -132,7 +123,7 @@ def test_resuming_a_finished_run_adds_nothing(
     run_dir = tmp_path / "done"
     shutil.copytree(baseline[0], run_dir)
     before = (run_dir / "events.jsonl").read_bytes()
-    proc = _cli("run", "--resume", str(run_dir), "-q", cwd=tmp_path)
+    proc = run_cli("run", "--resume", str(run_dir), "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "is already complete; nothing to resume" in proc.stdout
     assert (run_dir / "events.jsonl").read_bytes() == before
@@ -154,7 +145,7 @@ def test_a_resume_with_a_different_plan_is_refused(
     tmp_path: Path, baseline: tuple[Path, tuple[object, object]], extra: list[str], named: str
 ) -> None:
     before = (baseline[0] / "events.jsonl").read_bytes()
-    proc = _cli("run", "--resume", str(baseline[0]), *extra, cwd=tmp_path)
+    proc = run_cli("run", "--resume", str(baseline[0]), *extra, cwd=tmp_path)
     assert proc.returncode == 2
     assert "refusing to resume" in proc.stderr and named in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
+from cli_env import TESTS, pythonpath_env
 
 from effectbench.api import evaluate_provider, execute
 from effectbench.console import PlainProgress
 from effectbench.events import TERMINAL_TYPES
-from effectbench.testing import InMemoryProvider, ScriptedArm
+from effectbench.testing import InMemoryProvider, ScriptedArm, run_cli
 
 
 def _cut_after_terminals(log: Path, n: int) -> None:
@@ -56,8 +55,6 @@ def test_progress_after_a_resume_counts_the_resumed_episodes(tmp_path: Path) -> 
     assert lines[-1].startswith("[8/8] ") and lines[-1].endswith("SWER scripted 4/8"), lines
 
 
-TESTS = Path(__file__).resolve().parent
-_SCRIPT = Path(sys.executable).with_name("effectbench")
 FAKE = [
     "--provider",
     "effectbench.testing:InMemoryProvider",
@@ -68,20 +65,7 @@ FAKE = [
 ]
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.run(
-        [str(_SCRIPT), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
+_cli = partial(run_cli, env=pythonpath_env(TESTS))
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:

@@ -20,12 +20,11 @@ from pathlib import Path
 import pytest
 
 from effectbench.scaffold.generate import Names, ScaffoldError, generate_provider, names_for
+from effectbench.testing import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 UV = ROOT / ".tools" / "bin" / "uv"
 RUFF = Path(sys.executable).with_name("ruff")
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench"]
 
 VARIANTS = {"ap-ledger": ["--http"], "desk-notes-kept-in-process-for-this-test": []}
 """Provider name -> extra flags: one package per variant (the second name has the maximum length).
@@ -52,7 +51,7 @@ def _ok(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _new(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return _run([*EFFECTBENCH, "new", "provider", *args], cwd, timeout=60)
+    return run_cli("new", "provider", *args, cwd=cwd, env=_env(), timeout=60)
 
 
 @pytest.mark.parametrize(

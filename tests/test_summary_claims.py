@@ -4,8 +4,6 @@ p-value for a comparison whose outcomes are deterministic."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +14,8 @@ from effectbench.api import evaluate_provider_async
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle
-from effectbench.testing import InMemoryProvider, ScriptedArm
+from effectbench.testing import InMemoryProvider, ScriptedArm, run_cli
 from effectbench.verify.run_check import verify_run
-
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
 
 
 class HaltArm:
@@ -93,9 +88,7 @@ def test_a_comparison_on_fewer_than_3_trials_per_task_is_flagged(tmp_path: Path)
     report = verify_run(thin)
     assert report.ok  # thin is not unsound ...
     assert len(report.notes) == 1 and "fewer than the 3 per task" in report.notes[0]
-    proc = subprocess.run(
-        [*EFFECTBENCH, "verify", str(thin)], capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = run_cli("verify", str(thin), timeout=60)
     assert proc.returncode == 0 and "note: comparison alternating - halter is not" in proc.stdout
     # ... and three trials per task make it a claim: no flag, no note
     enough = _run(tmp_path, InMemoryProvider(("ok",)), [AlternatingArm(), HaltArm()], 3, "enough")

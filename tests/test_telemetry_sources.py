@@ -3,8 +3,6 @@ latencies per call and per arm; costs priced by a harness price table (``--price
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +17,9 @@ from effectbench.core.model import AgentReport
 from effectbench.core.prices import PriceTableError
 from effectbench.core.provider import EnvHandle, ModelCall
 from effectbench.outputs.artifacts import recompute_metrics_from_results, rescore_artifacts
-from effectbench.testing import InMemoryProvider
+from effectbench.testing import InMemoryProvider, run_cli
 from effectbench.verify.run_check import verify_run
 
-_SCRIPT = Path(sys.executable).with_name("effectbench")
-EFFECTBENCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "effectbench.cli"]
 PRICES = {"version": "t-1", "models": {"m1": {"input_per_mtok": 2.0, "output_per_mtok": 8.0}}}
 
 
@@ -185,12 +181,8 @@ def test_a_bad_price_table_is_one_line_and_exit_2_before_anything_is_written(
     bad.write_bytes(b'{"version": "v", "models": {"m": {"input_per_mtok": -1}}}')
     out = tmp_path / "never"
     for table in (bad, tmp_path / "missing.json"):
-        proc = subprocess.run(
-            [*EFFECTBENCH, "run", "--trials", "1", "--out", str(out), "-q", "--prices", str(table)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        proc = run_cli(
+            "run", "--trials", "1", "--out", str(out), "-q", "--prices", str(table), timeout=60
         )
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()

@@ -3,6 +3,7 @@ form says, and the pytest fixtures are loaded by the entry point alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -77,3 +78,26 @@ def test_the_fixtures_come_from_the_entry_point(pytestconfig: pytest.Config) -> 
 def test_effectbench_run_fixture_writes_under_tmp_path(effectbench_run: Any, tmp_path: Any) -> None:
     result = effectbench_run([ScriptedArm()], InMemoryProvider())
     assert result.run_dir.parent == tmp_path and result.metrics["arms"]["scripted"]
+
+
+def test_run_cli_runs_this_environments_command_and_returns_a_refusal(tmp_path: Any) -> None:
+    import effectbench
+    from effectbench.testing import run_cli
+
+    done = run_cli("--version", cwd=tmp_path)
+    assert (done.returncode, done.stdout.strip()) == (0, f"effectbench {effectbench.__version__}")
+    refused = run_cli("rescore", str(tmp_path / "nowhere"), env={}, timeout=60)
+    assert refused.returncode == 2 and "does not exist" in refused.stderr  # returned, not raised
+
+
+def test_effectbench_command_falls_back_to_python_dash_m(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from effectbench.testing import effectbench_command
+
+    assert effectbench_command() == [str(Path(sys.executable).with_name("effectbench"))]
+    python = str(tmp_path / "bin" / "python3")  # no console script beside it
+    monkeypatch.setattr(sys, "executable", python)
+    assert effectbench_command() == [python, "-m", "effectbench"]

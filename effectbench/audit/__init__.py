@@ -1,6 +1,7 @@
-"""Old import path ``effectbench.audit``: the checks (checks.py), the runner (runner.py)
-and the command (effectbench.cli.audit), re-exported lazily so that importing a light
-submodule (attest.py) does not load the checks."""
+"""Old import path ``effectbench.audit``: the checks (checks.py, which re-exports the
+roster of roster.py and the report types of report.py), the runner (runner.py) and the
+command (effectbench.cli.audit), re-exported lazily so that importing a light submodule
+(attest.py) does not load the checks."""
 
 import importlib
 from typing import Any

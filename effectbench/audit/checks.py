@@ -28,6 +28,9 @@ A task whose evidence is missing (an arm short of its planned trials, an episode
 failed, a snapshot was unreadable) is ``incomplete``: nothing is attested from a check that did not
 happen. The ``adversarially_audited`` attestation of a task is True exactly when its status is
 ``audited``.
+
+Which arms an audit runs is ``roster.py``; what it reports (``TaskAudit``,
+``AuditReport``, ``format_audit``) is ``report.py``.
 """
 
 from __future__ import annotations
@@ -39,25 +42,30 @@ from typing import Any, Final
 
 import attrs
 
-from effectbench.arms.adversaries import (
-    ADVERSARY_NAMES,
-    DIFF_ADVERSARY_NAMES,
-    REFERENCE_NAME,
-    CrossTrialArm,
-    DuplicateArm,
-    ExtraChangeArm,
-    HaltArm,
-    NullArm,
-    PartialDiffArm,
-    PhantomArm,
-    WrongFieldArm,
-    WrongTargetArm,
-    WrongValueArm,
-    wrong_value_names,
+from effectbench.arms.adversaries import ADVERSARY_NAMES, DIFF_ADVERSARY_NAMES, REFERENCE_NAME
+from effectbench.audit.report import (
+    AUDIT_FILE,
+    AUDITED,
+    BROKEN,
+    GAMEABLE,
+    INCOMPLETE,
+    INERT,
+    LEAKY,
+    AuditReport,
+    TaskAudit,
+    format_audit,
 )
-from effectbench.arms.reference import ReferenceArm
+from effectbench.audit.roster import (
+    AUDIT_ARMS,
+    DEFAULT_TRIALS,
+    DO_NOTHING_ADVERSARIES,
+    EXEMPT_ON_CONTROL,
+    WRITING_ADVERSARIES,
+    audit_arms,
+    fixed_fields,
+    value_arm_names,
+)
 from effectbench.core import rundir
-from effectbench.core.arm import Arm
 from effectbench.core.codec import converter
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
@@ -71,7 +79,6 @@ from effectbench.core.model import (
     Category,
     DiffEffect,
     Outcome,
-    ParamRef,
     Snapshot,
     TaskSpec,
     TrueState,
@@ -82,10 +89,22 @@ from effectbench.projections.episodes import ProjectionError, project_episodes
 from effectbench.run.plan import pack_fingerprint
 from effectbench.scoring.records import EpisodeRecord
 
+# The roster (roster.py) and the report types (report.py) moved out; every name this
+# module had is still importable from it.
 __all__ = [
+    "AUDITED",
     "AUDIT_ARMS",
     "AUDIT_FILE",
+    "BROKEN",
+    "DEFAULT_TRIALS",
     "DIFF_ADVERSARY_NAMES",
+    "DO_NOTHING_ADVERSARIES",
+    "EXEMPT_ON_CONTROL",
+    "GAMEABLE",
+    "INCOMPLETE",
+    "INERT",
+    "LEAKY",
+    "WRITING_ADVERSARIES",
     "AuditError",
     "AuditReport",
     "TaskAudit",
@@ -98,23 +117,6 @@ __all__ = [
     "value_arm_names",
 ]
 
-AUDIT_FILE: Final = rundir.AUDIT_FILE
-AUDIT_ARMS: Final = (REFERENCE_NAME, *ADVERSARY_NAMES)
-WRITING_ADVERSARIES: Final = ("duplicate", "wrong_field", "wrong_target", "cross_trial")
-DO_NOTHING_ADVERSARIES: Final = ("null", "phantom")
-"""They never write, so a SUCCESS of theirs means the oracle passes an untouched record:
-gameable on every task, controls included (no task may be passable by a do-nothing program)."""
-EXEMPT_ON_CONTROL: Final = "duplicate"
-"""The one attack a correct control may absorb: an idempotent product turns a double
-submit into the one correct record. Every other SUCCESS is a failure, controls included."""
-DEFAULT_TRIALS: Final = 2
-
-AUDITED: Final = "audited"
-BROKEN: Final = "broken"
-INERT: Final = "inert"
-GAMEABLE: Final = "gameable"
-LEAKY: Final = "leaky"
-INCOMPLETE: Final = "incomplete"
 _PRECEDENCE: Final = (BROKEN, INERT, GAMEABLE, LEAKY, INCOMPLETE)
 """When a task fails several checks its status is the first of these; every reason is kept."""
 
@@ -123,117 +125,12 @@ class AuditError(EffectBenchError):
     """The audit could not run or its log cannot be read; the message says what to do."""
 
 
-def fixed_fields(task: TaskSpec) -> int:
-    """How many solution fields are fixed (not taken from a run param): each gets its own
-    ``wrong_value_<i>`` attack, so an oracle that never checks one (an amount) is caught."""
-    return sum(not isinstance(v, ParamRef) for v in (task.solution or {}).values())
-
-
-def value_arm_names(tasks: Sequence[TaskSpec]) -> tuple[str, ...]:
-    """The per-field arms an audit of ``tasks`` runs (enough for the widest solution),
-    then the diff adversaries when any task's effect is a state diff."""
-    names = wrong_value_names(max((fixed_fields(t) for t in tasks), default=0))
-    if any(isinstance(t.expected_effect, DiffEffect) for t in tasks):
-        names += DIFF_ADVERSARY_NAMES
-    return names
-
-
-def audit_arms(fields: int = 0, diffs: bool = False) -> list[Arm]:
-    """Fresh instances of the reference arm and every adversary, in AUDIT_ARMS order,
-    then one ``wrong_value_<i>`` arm per fixed field (``fields`` of them), then (``diffs``)
-    the diff adversaries."""
-    arms: list[Arm] = [
-        ReferenceArm(),
-        NullArm(),
-        HaltArm(),
-        PhantomArm(),
-        DuplicateArm(),
-        WrongFieldArm(),
-        WrongTargetArm(),
-        CrossTrialArm(),
-        *(WrongValueArm(i) for i in range(1, fields + 1)),
-    ]
-    if diffs:
-        arms += [ExtraChangeArm(), PartialDiffArm()]
-    extra = DIFF_ADVERSARY_NAMES if diffs else ()
-    assert tuple(a.name for a in arms) == AUDIT_ARMS + wrong_value_names(fields) + extra
-    return arms
-
-
 def is_refusal_control(task: TaskSpec) -> bool:
     """A task whose correct behaviour is to write nothing, and which says so."""
     effect = task.expected_effect
     if isinstance(effect, DiffEffect):
         return task.oracle.refusal_controls and not effect.changes and not effect.is_reference
     return task.oracle.refusal_controls and effect.record_written.expected_count == 0
-
-
-@attrs.frozen
-class TaskAudit:
-    """One task's verdict. ``evidence`` maps an episode id to its pointer into the log
-    (``events.jsonl#<seq>``): the offending episodes, or the reference's correct reads.
-    ``notes`` are findings that do not fail the task (e.g. an adversary exempt on a control)."""
-
-    task_id: str
-    status: str
-    category: str
-    reasons: tuple[str, ...] = ()
-    evidence: Mapping[str, str] = attrs.field(factory=dict)
-    notes: tuple[str, ...] = ()
-
-    @property
-    def audited(self) -> bool:
-        return self.status == AUDITED
-
-
-@attrs.frozen
-class AuditReport:
-    """The audit of one provider. ``attestations`` is derived here, from the log's evidence."""
-
-    provider: str
-    version: str
-    log_path: Path
-    trials: int
-    tasks: tuple[TaskAudit, ...]
-    pack_fingerprint: str = ""
-    """The audited pack's fingerprint, from the audit log's plan: what the evidence is about."""
-    final_hash: str = ""
-    """The audit log's final chain hash, so a manifest can pin the evidence it cites."""
-    arms: tuple[str, ...] = AUDIT_ARMS
-    """Every arm the audit required: AUDIT_ARMS and the per-field ``wrong_value_<i>``."""
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.tasks) and all(t.audited for t in self.tasks)
-
-    @property
-    def attestations(self) -> dict[str, bool]:
-        """task_id -> adversarially_audited, True exactly for tasks whose status is audited."""
-        return {t.task_id: t.audited for t in self.tasks}
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "provider": self.provider,
-            "version": self.version,
-            "log": self.log_path.name,
-            "trials": self.trials,
-            "pack_fingerprint": self.pack_fingerprint,
-            "final_hash": self.final_hash,
-            "ok": self.ok,
-            "arms": list(self.arms),
-            "attestations": self.attestations,
-            "tasks": [
-                {
-                    "task_id": t.task_id,
-                    "status": t.status,
-                    "category": t.category,
-                    "reasons": list(t.reasons),
-                    "evidence": dict(t.evidence),
-                    "notes": list(t.notes),
-                }
-                for t in self.tasks
-            ],
-        }
 
 
 # --- reading the evidence ---------------------------------------------------------------------
@@ -528,33 +425,3 @@ def attestations(arms: Sequence[str], log_path: Path) -> dict[str, Any]:
         "adversarially_audited": dict(sorted(report.attestations.items())),
         "source": f"{Path(log_path).name} (audit run)",
     }
-
-
-# --- presentation -----------------------------------------------------------------------------
-
-
-def format_audit(report: AuditReport) -> str:
-    """A plain-text table: one row per task, its reasons and notes indented beneath."""
-    width = max([len("task"), *(len(t.task_id) for t in report.tasks)])
-    cat_w = max([len("category"), *(len(t.category) for t in report.tasks)])
-    head = (
-        f"audit of {report.provider} {report.version}: {len(report.tasks)} tasks x "
-        f"{len(report.arms)} arms"
-    )
-    lines = [
-        f"{head} x {report.trials} trials",
-        f"{'task':<{width}}  {'category':<{cat_w}}  status",
-        f"{'-' * width}  {'-' * cat_w}  ----------",
-    ]
-    for t in report.tasks:
-        lines.append(f"{t.task_id:<{width}}  {t.category:<{cat_w}}  {t.status}")
-        lines += [f"    - {r}" for r in t.reasons]
-        lines += [f"    note: {n}" for n in t.notes]
-    n_ok = sum(t.audited for t in report.tasks)
-    verdict = (
-        "every task audited"
-        if report.ok
-        else f"{len(report.tasks) - n_ok} task(s) failed the audit"
-    )
-    lines.append(f"{n_ok}/{len(report.tasks)} audited: {verdict}. Evidence: {report.log_path}")
-    return "\n".join(lines)

@@ -30,7 +30,7 @@ from effectbench.core.redaction import SEALED_KEYS, redact_task_entry
 from effectbench.run.plan import pack_fingerprint
 
 if TYPE_CHECKING:
-    from effectbench.audit.checks import AuditReport
+    from effectbench.audit.report import AuditReport
 
 __all__ = [
     "PACK_SCHEMA",

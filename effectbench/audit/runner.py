@@ -14,8 +14,10 @@ from typing import Any
 
 import orjson
 
-from effectbench.audit import checks
-from effectbench.audit.checks import AUDIT_FILE, DEFAULT_TRIALS, AuditError, AuditReport
+from effectbench.audit import checks, roster
+from effectbench.audit.checks import AuditError
+from effectbench.audit.report import AUDIT_FILE, AuditReport
+from effectbench.audit.roster import DEFAULT_TRIALS
 from effectbench.core.model import TaskSpec
 from effectbench.core.provider import BenchmarkProvider
 
@@ -70,12 +72,12 @@ async def audit_provider(
             f"audit directory {out_dir} already exists and is not empty; choose another --out or "
             "pass --force to replace it"
         )
-    names = checks.value_arm_names(_listed_tasks(provider, registry, task_globs))
-    diffs = set(checks.DIFF_ADVERSARY_NAMES) <= set(names)
-    fields = len(names) - (len(checks.DIFF_ADVERSARY_NAMES) if diffs else 0)
+    names = roster.value_arm_names(_listed_tasks(provider, registry, task_globs))
+    diffs = set(roster.DIFF_ADVERSARY_NAMES) <= set(names)
+    fields = len(names) - (len(roster.DIFF_ADVERSARY_NAMES) if diffs else 0)
     try:
         result = await evaluate_provider_async(
-            checks.audit_arms(fields, diffs),
+            roster.audit_arms(fields, diffs),
             provider,
             trials=trials,
             concurrency=concurrency,

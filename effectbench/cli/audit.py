@@ -8,7 +8,9 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from effectbench.audit.checks import DEFAULT_TRIALS, AuditError, AuditReport, format_audit
+from effectbench.audit.checks import AuditError
+from effectbench.audit.report import AuditReport, format_audit
+from effectbench.audit.roster import DEFAULT_TRIALS
 from effectbench.audit.runner import audit_provider
 
 __all__ = ["audit_cli_main"]

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import orjson
 
-from effectbench.audit.checks import AuditReport
+from effectbench.audit.report import AuditReport
 from effectbench.audit.runner import audit_provider
 from effectbench.core.provider import BenchmarkProvider
 from effectbench.core.rundir import RunDir
@@ -30,7 +30,7 @@ def audit_report(
 ) -> AuditReport:
     """Run ``effectbench audit`` on ``provider`` (an instance or a registered name) into
     ``out_dir`` and return its report: ``report.ok``, and per task ``status`` and
-    ``reasons`` (``effectbench.audit.checks.TaskAudit``). ``tasks`` are globs, as
+    ``reasons`` (``effectbench.audit.report.TaskAudit``). ``tasks`` are globs, as
     ``--task``. Call it outside an event loop (from async code, await
     ``effectbench.audit.runner.audit_provider``)."""
 

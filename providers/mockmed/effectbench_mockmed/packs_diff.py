@@ -43,9 +43,9 @@ from effectbench_mockmed.diff_product import (
     build_app,
     build_template,
 )
+from effectbench_mockmed.episode import Episode, LiveEpisodes, close_files, fixture_mode
 from effectbench_mockmed.oracle import MockMedOracle
 from effectbench_mockmed.provider import HTTP_TIMEOUT_S, default_tmp_root
-from effectbench_mockmed.store import remove_database
 
 if TYPE_CHECKING:
     from effectbench_mockmed.client import Connections
@@ -187,6 +187,7 @@ class MockMedDiffProvider:
     def __init__(self, *, tmp_root: Path | None = None) -> None:
         self._tmp_root = tmp_root if tmp_root is not None else default_tmp_root()
         self._running: _Running | None = None
+        self._live = LiveEpisodes()
 
     def tasks(self) -> Sequence[TaskSpec]:
         return TASKS
@@ -214,9 +215,7 @@ class MockMedDiffProvider:
         if running is None:
             return
         try:
-            for store in list(running.stores.values()):
-                store.close()
-            running.stores.clear()
+            await self._live.teardown_all()
             with anyio.CancelScope(shield=True):
                 await running.connections.close()
         finally:
@@ -235,12 +234,7 @@ class MockMedDiffProvider:
             )
         from effectbench_mockmed.diff_product import ChartDriver
 
-        mode = str(task.fixture.get("mode"))
-        if mode not in FAULTS:
-            raise ValueError(
-                f"task {task.task_id}: fixture mode {mode!r} is not a chart mode; use one of "
-                f"{', '.join(FAULTS)}"
-            )
+        mode = fixture_mode(task, FAULTS, "chart")
         token = secrets.token_urlsafe(18)
         path = running.root / f"ep-{secrets.token_hex(8)}.db"
         store = ChartStore(path, running.template, mode)
@@ -260,18 +254,5 @@ class MockMedDiffProvider:
             verifier=ChartReadback(session),
         )
         oracle = MockMedOracle(path)
-        done = False
-
-        async def teardown() -> None:
-            nonlocal done
-            if done:
-                return
-            done = True
-            running.stores.pop(token, None)
-            with anyio.CancelScope(shield=True):
-                await session.close()
-            store.close()
-            oracle.close()
-            remove_database(path)
-
-        return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown)
+        episode = Episode(token, running.stores, session, lambda: close_files(store, oracle))
+        return ProvisionedEpisode(env=env, oracle=oracle, teardown=self._live.add(token, episode))

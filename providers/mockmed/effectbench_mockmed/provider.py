@@ -28,7 +28,7 @@ from effectbench.core.provider import (
 )
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
-from effectbench_mockmed.episode import Episode, LiveEpisodes, http_env, mode_fault
+from effectbench_mockmed.episode import Episode, LiveEpisodes, close_files, http_env, mode_fault
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
 from effectbench_mockmed.store import (
@@ -36,7 +36,6 @@ from effectbench_mockmed.store import (
     EncounterStore,
     StoreSchema,
     build_template,
-    remove_database,
     seed_tables,
 )
 from effectbench_mockmed.tasks import TASKS
@@ -114,22 +113,11 @@ def _sqlite_release(
             try:
                 await front.stop()
             finally:
-                await _close_files(store, oracle)
+                await close_files(store, oracle)
         else:
-            await _close_files(store, oracle)
+            await close_files(store, oracle)
 
     return release
-
-
-async def _close_files(store: EncounterStore, oracle: Oracle) -> None:
-    # The product's read-write connection closes first, so the oracle's read-only one
-    # is the last: SQLite then skips the checkpoint-on-close that copies the WAL into
-    # a file deleted on the next line (measured ~0.15 ms per episode).
-    store.close()
-    close = getattr(oracle, "close", None)
-    if callable(close):
-        close()
-    remove_database(store.path)
 
 
 class Front(Protocol):
