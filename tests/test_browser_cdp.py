@@ -239,17 +239,15 @@ def test_an_exec_browser_agent_runs_from_the_command_line(tmp_path: Path) -> Non
     """``--arm 'exec-each+browser:python cdp_screen_only.py'`` hands the agent an
     endpoint: it scores the task it can only do in a browser (plain ``exec-each:``
     gives it none, so it halts having done nothing: an over-halt on a good task)."""
-    from test_browser_lifecycle import _SCRIPT
-
     from effectbench.agents.reference import CDP_AGENT
+    from effectbench.testing import run_cli
 
     rows = {}
     for prefix in ("exec-each+browser:", "exec-each:"):
         out = tmp_path / prefix.strip(":+")
-        done = subprocess.run(
-            [str(_SCRIPT), "run", "--arm", f"{prefix}{sys.executable} {CDP_AGENT}",
-             "--task", "mockmed::ok", "--trials", "1", "--out", str(out), "-q"],
-            check=False, capture_output=True, text=True, timeout=240,
+        done = run_cli(
+            "run", "--arm", f"{prefix}{sys.executable} {CDP_AGENT}", "--task", "mockmed::ok",
+            "--trials", "1", "--out", str(out), "-q", timeout=240,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         (line,) = (out / "results.jsonl").read_bytes().splitlines()
