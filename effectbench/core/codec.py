@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, TypeVar
 
-import attrs
 import cattrs
 import orjson
 
@@ -382,82 +381,20 @@ class _NotPlain(Exception):
     """Input the fast decoder does not handle; the converter path decides."""
 
 
-class _Ref:
-    """A ``{"param": NAME}`` of a recipe, resolved from each trial's params."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-def _recipe_value(v: Any) -> Any:
-    """A scalar as is, ``{"param": NAME}`` as a _Ref; _NotPlain otherwise."""
+def _plain_value(v: Any, params: Mapping[str, Any]) -> Any:
+    """A scalar as is, ``{"param": NAME}`` resolved from ``params``; _NotPlain otherwise."""
     t = type(v)
     if t is str or t is int or t is float or t is bool or v is None:
         return v
     if t is dict and len(v) == 1:
         name = v.get("param")
-        if type(name) is str:
-            return _Ref(name)
+        if type(name) is str and name in params:
+            return params[name]
     raise _NotPlain
 
 
-def _sub(v: Any, params: dict[str, Any]) -> Any:
-    if type(v) is _Ref:
-        if v.name not in params:
-            raise _NotPlain
-        return params[v.name]
-    return v
-
-
-@attrs.frozen
-class _Recipe:
-    """A logged effect decoded once, its param references left to resolve per trial:
-    episodes of one task log the same effect, with only the trial's params different."""
-
-    table: str
-    selector: tuple[tuple[str, Any], ...]
-    count: int
-    key: tuple[str, Any] | None
-    collateral: bool
-    stray: bool
-    new_only: bool
-    id_field: str
-    fields: tuple[tuple[str, Any], ...]
-    fixed_rw: RecordWritten | None
-    """The record_written clause when it names no param (shared by every trial)."""
-    fixed: Effect | None
-    """The whole effect when it names no param."""
-
-    def record_written(self, params: dict[str, Any]) -> RecordWritten:
-        if self.fixed_rw is not None:
-            return self.fixed_rw
-        key = self.key
-        return RecordWritten(
-            table=self.table,
-            selector={k: _sub(v, params) for k, v in self.selector},
-            expected_count=self.count,
-            idempotency_key=None if key is None else (key[0], _sub(key[1], params)),
-            forbid_collateral_loss=self.collateral,
-            forbid_stray_writes=self.stray,
-            count_new_only=self.new_only,
-            id_field=self.id_field,
-        )
-
-    def resolve(self, params: dict[str, Any]) -> Effect:
-        if self.fixed is not None:
-            return self.fixed
-        return Effect(
-            record_written=self.record_written(params),
-            field_equals=tuple(FieldEquals(n, _sub(v, params)) for n, v in self.fields),
-        )
-
-
-def _recipe(d: Any) -> _Recipe:
-    """What the fast path checks, with the param references kept; _NotPlain (or a lookup
-    error) for input the converter must decide."""
-    if type(d) is not dict:
+def _fast_effect(d: Any, params: Any) -> Effect:
+    if type(d) is not dict or type(params) is not dict:
         raise _NotPlain
     rw = d["record_written"]
     if type(rw) is not dict:
@@ -478,7 +415,7 @@ def _recipe(d: Any) -> _Recipe:
     if key is not None:
         if type(key) is not list or len(key) != 2 or type(key[0]) is not str:
             raise _NotPlain
-        key = (key[0], _recipe_value(key[1]))
+        key = (key[0], _plain_value(key[1], params))
     fields = []
     for f in d.get("field_equals") or ():
         if type(f) is not dict:
@@ -486,7 +423,7 @@ def _recipe(d: Any) -> _Recipe:
         name = f.get("field", "")
         if type(name) is not str or not name:
             raise _NotPlain
-        fields.append((name, _recipe_value(f["expected"])))
+        fields.append(FieldEquals(name, _plain_value(f["expected"], params)))
     collateral = rw.get("forbid_collateral_loss", True)
     stray = rw.get("forbid_stray_writes", False)
     new_only = rw.get("count_new_only", False)
@@ -498,22 +435,19 @@ def _recipe(d: Any) -> _Recipe:
         or type(id_field) is not str
     ):
         raise _NotPlain
-    sel = tuple((k, _recipe_value(v)) for k, v in selector.items())
-    recipe = _Recipe(
-        table, sel, count, key, collateral, stray, new_only, id_field, tuple(fields), None, None
+    return Effect(
+        record_written=RecordWritten(
+            table=table,
+            selector={k: _plain_value(v, params) for k, v in selector.items()},
+            expected_count=count,
+            idempotency_key=key,
+            forbid_collateral_loss=collateral,
+            forbid_stray_writes=stray,
+            count_new_only=new_only,
+            id_field=id_field,
+        ),
+        field_equals=tuple(fields),
     )
-    if any(type(v) is _Ref for _, v in sel) or (key is not None and type(key[1]) is _Ref):
-        return recipe
-    recipe = attrs.evolve(recipe, fixed_rw=recipe.record_written({}))  # names no param
-    if any(type(v) is _Ref for _, v in fields):
-        return recipe
-    return attrs.evolve(recipe, fixed=recipe.resolve({}))
-
-
-def _fast_effect(d: Any, params: Any) -> Effect:
-    if type(params) is not dict:
-        raise _NotPlain
-    return _recipe(d).resolve(params)
 
 
 def structure_effect_resolved(d: Any, params: Any) -> AnyEffect:
@@ -524,35 +458,3 @@ def structure_effect_resolved(d: Any, params: Any) -> AnyEffect:
     except (_NotPlain, KeyError, TypeError, AttributeError, ValueError):
         pass
     return structure_any_effect(d).resolve(params)
-
-
-_RECIPES: dict[bytes, _Recipe | None] = {}
-"""Logged effects decoded so far, by their JSON bytes (None: one the converter decides)."""
-_MAX_RECIPES = 4096
-
-
-def structure_logged_effect(d: Any, params: Any) -> AnyEffect:
-    """``structure_effect_resolved`` for values straight from ``orjson.loads`` (a logged
-    plan), through a cache by ``orjson.dumps(d)``: for such values equal bytes mean the
-    same structure, key order and types (1, 1.0 and true stay apart), so a task's effect
-    is decoded once per rescore and only its params are resolved per trial."""
-    if type(params) is dict:
-        try:
-            key = orjson.dumps(d)
-        except TypeError:  # orjson.JSONEncodeError: not logged JSON after all
-            return structure_effect_resolved(d, params)
-        recipe = _RECIPES.get(key, _MISSING)
-        if recipe is _MISSING:
-            if len(_RECIPES) >= _MAX_RECIPES:
-                _RECIPES.clear()
-            try:
-                recipe = _recipe(d)
-            except (_NotPlain, KeyError, TypeError, AttributeError, ValueError):
-                recipe = None
-            _RECIPES[key] = recipe
-        if recipe is not None:
-            try:
-                return recipe.resolve(params)  # type: ignore[union-attr]
-            except (_NotPlain, KeyError, TypeError, AttributeError, ValueError):
-                pass
-    return structure_effect_resolved(d, params)

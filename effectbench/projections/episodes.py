@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import cattrs
 
-from effectbench.core.codec import structure_logged_effect, structure_snapshot
+from effectbench.core.codec import structure_effect_resolved, structure_snapshot
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
     ArmTelemetry,
@@ -302,7 +302,7 @@ def _scored(st: _Episode, base: dict[str, Any]) -> EpisodeRecord:
         return _failed(base, FailureClass.EVALUATION, ("finished without a readable agent report",))
     p = st.planned.data
     try:
-        effect = structure_logged_effect(p["effect"], p.get("params", {}))
+        effect = structure_effect_resolved(p["effect"], p.get("params", {}))
     except _BAD_DATA as exc:  # an effect the log cannot rebuild is an evaluation failure
         return _failed(
             base, FailureClass.EVALUATION, (f"effect in event #{st.planned.seq} is invalid: {exc}",)
