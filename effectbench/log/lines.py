@@ -33,8 +33,6 @@ __all__ = [
     "LogSchemaError",
     "LoggedEvent",
     "broken_link",
-    "check_line",
-    "event_of",
     "links",
     "read_line",
 ]
@@ -137,58 +135,6 @@ def read_line(
     _SET_TS(event, ts)
     _SET_EP(event, ep)
     _SET_DATA(event, data)
-    _SET_LINE(event, n + 1)
-    return event  # type: ignore[no-any-return]
-
-
-def check_line(
-    line: bytes,
-    n: int,
-    prev: bytes,
-    _loads: Any = orjson.loads,
-    _sha256: Any = hashlib.sha256,
-) -> dict[str, Any] | None:
-    """``read_line`` and ``links`` in one call, for a pass that builds an event only for
-    the lines it keeps: the line's parsed object when it is the valid event of seq ``n``
-    and chains from ``prev``, else None (``read_line`` then says why). The checks are
-    read_line's, spelled once more inline (this runs for every line of a sharded
-    rescore); tests/test_lines.py checks both accept exactly the same lines."""
-    if line[-72:-66] != b',"h":"' or line[-2:] != b'"}':
-        return None
-    try:
-        obj = _loads(line)
-        v = obj["v"]
-        seq = obj["seq"]
-        ts = obj["ts"]
-        ep = obj["ep"]
-        if (
-            v != SCHEMA_MAJOR
-            or seq != n
-            or type(seq) is not int
-            or type(v) is not int
-            or type(obj["type"]) is not str
-            or type(obj["data"]) is not dict
-            or (type(ts) is not float and type(ts) is not int)
-            or (ep is not None and type(ep) is not str)
-        ):
-            return None
-    except Exception:  # noqa: BLE001 - not an event; read_line names the problem
-        return None
-    if _sha256(prev + b"\n" + line[:-72]).hexdigest().encode() != line[-66:-2]:
-        return None
-    return obj  # type: ignore[no-any-return]
-
-
-def event_of(
-    obj: dict[str, Any], n: int, _new: Any = object.__new__, _cls: Any = LoggedEvent
-) -> LoggedEvent:
-    """The LoggedEvent of a line ``check_line`` accepted as seq ``n``."""
-    event = _new(_cls)
-    _SET_SEQ(event, n)
-    _SET_TYPE(event, obj["type"])
-    _SET_TS(event, obj["ts"])
-    _SET_EP(event, obj["ep"])
-    _SET_DATA(event, obj["data"])
     _SET_LINE(event, n + 1)
     return event  # type: ignore[no-any-return]
 
