@@ -50,7 +50,7 @@ from effectbench.core.events import EpisodePlanned, RunStarted
 from effectbench.log.lines import CHUNK, GENESIS_HASH, check_line, event_of, links, read_line
 from effectbench.log.reader import warn_torn_tail
 from effectbench.outputs.logpass import LogPass, RunFacts, Spill
-from effectbench.outputs.rows import ROW_OPTS, record_row
+from effectbench.outputs.rows import LINE_OPTS, record_row
 from effectbench.projections.metrics import TELEMETRY_FIELDS, MetricsAccumulator
 
 __all__ = ["MIN_PARALLEL_BYTES", "cpu_count", "sharded_pass", "split_points", "worker_count"]
@@ -180,7 +180,7 @@ class _Part:
         assert self.keys is not None and self.spill is not None
         slot = acc.add(rec)
         self.keys[slot] = key
-        self.spill.put(slot, orjson.dumps(record_row(rec), option=ROW_OPTS) + b"\n")
+        self.spill.put(slot, orjson.dumps(record_row(rec), option=LINE_OPTS))
         self.episodes += 1
 
 

@@ -18,9 +18,11 @@ from effectbench.core.model import (
 )
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
-__all__ = ["ROW_OPTS", "TASK_AXES", "record_from_row", "record_row"]
+__all__ = ["LINE_OPTS", "ROW_OPTS", "TASK_AXES", "record_from_row", "record_row"]
 
 ROW_OPTS: Final = orjson.OPT_SORT_KEYS
+LINE_OPTS: Final = ROW_OPTS | orjson.OPT_APPEND_NEWLINE
+"""A row as its results.jsonl line, newline included (no copy to append it)."""
 TASK_AXES: Final = (
     "category",
     "substrate",
