@@ -10,8 +10,9 @@ without the run's record of how it ended, which that writes into manifest.json).
 
 `effectbench rescore DIR` then runs in a subprocess (interpreter start included): the
 chain is verified, every episode folded, judged, classified, and the four artifacts
-written. Reported: events/s (events / wall) and the child's peak RSS (wait4's
-ru_maxrss), median of --runs. Targets: >= 500,000 events/s; peak RSS at 1M vs 100k
+written. Reported: events/s (events / wall), CPU seconds (user + sys of the rescore and its
+workers, from wait4: the figure to compare on a shared machine) and the child's peak
+RSS (wait4's ru_maxrss), median of --runs. Targets: >= 500,000 events/s; peak RSS at 1M vs 100k
 < 1.5x and < 200 MB. `--workers 1 2` runs each log at each worker count (the default:
 the rescore's own, every usable core), interleaved run by run so a change in the
 machine's load hits every count alike, and prints the speed-up over one worker.
@@ -155,9 +156,10 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def rescore_once(run_dir: Path, workers: int | None = None) -> tuple[float, float, float]:
+def rescore_once(run_dir: Path, workers: int | None = None) -> tuple[float, float, float, float]:
     """(wall s, peak RSS MB of the largest process, peak summed RSS MB of the process and
-    its worker, sampled every 5 ms) of one `effectbench rescore` subprocess.
+    its worker, sampled every 5 ms, CPU s: user + sys of the process and its workers) of
+    one `effectbench rescore` subprocess.
 
     wait4's ru_maxrss covers the process and its waited-for children but is the largest
     single one, not their sum; the sum double-counts pages the fork shares, so the truth
@@ -177,7 +179,8 @@ def rescore_once(run_dir: Path, workers: int | None = None) -> tuple[float, floa
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"effectbench rescore {run_dir} exited {proc.returncode}")
-    return wall, usage.ru_maxrss / 1024.0, peak_sum / 1024.0
+    cpu = usage.ru_utime + usage.ru_stime  # the workers are reaped by it, so counted
+    return wall, usage.ru_maxrss / 1024.0, peak_sum / 1024.0, cpu
 
 
 def main() -> None:
@@ -208,7 +211,7 @@ def main() -> None:
                 run_dir, attest=attestations
             )  # the record a finished run leaves; rescore keeps it
             size = (run_dir / "events.jsonl").stat().st_size
-            samples: dict[int | None, list[tuple[float, float, float]]] = {
+            samples: dict[int | None, list[tuple[float, float, float, float]]] = {
                 w: [] for w in args.workers
             }
             for _ in range(args.runs):
@@ -218,6 +221,7 @@ def main() -> None:
                 walls = [r[0] for r in runs]
                 rss = [r[1] for r in runs]
                 rss_sum = [r[2] for r in runs]
+                cpus = [r[3] for r in runs]
                 wall = median(walls)
                 rows.append(
                     {
@@ -232,6 +236,9 @@ def main() -> None:
                         "median_peak_rss_mb": median(rss),
                         "peak_rss_sum_mb": rss_sum,
                         "median_peak_rss_sum_mb": median(rss_sum),
+                        "cpu_s": cpus,
+                        "median_cpu_s": median(cpus),
+                        "cpu_us_per_event": median(cpus) / count * 1e6,
                     }
                 )
             # free the disk before the next size
@@ -242,7 +249,17 @@ def main() -> None:
     )
     print(
         table(
-            ["events", "workers", "log MB", "wall s", "events/s", "peak RSS MB", "summed RSS MB"],
+            [
+                "events",
+                "workers",
+                "log MB",
+                "wall s",
+                "events/s",
+                "CPU s",
+                "CPU us/event",
+                "peak RSS MB",
+                "summed RSS MB",
+            ],
             [
                 [
                     r["events"],
@@ -250,6 +267,8 @@ def main() -> None:
                     r["log_mb"],
                     r["median_wall_s"],
                     r["events_per_s"],
+                    r["median_cpu_s"],
+                    r["cpu_us_per_event"],
                     r["median_peak_rss_mb"],
                     r["median_peak_rss_sum_mb"],
                 ]

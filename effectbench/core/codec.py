@@ -310,8 +310,11 @@ def structure_snapshot(d: Any) -> Snapshot:
     tables = {}
     for name, rows in raw.items():
         rows = tuple(rows) if type(rows) is list else rows
-        if type(rows) is not tuple or not all(type(r) is dict for r in rows):
+        if type(rows) is not tuple:
             raise ValueError(f"snapshot table {name!r} must be a list of row objects")
+        for r in rows:  # a loop, not all(<genexpr>): a table holds a row or two
+            if type(r) is not dict:
+                raise ValueError(f"snapshot table {name!r} must be a list of row objects")
         tables[name] = rows
     error = d.get("error")
     return Snapshot(readable=readable, tables=tables, error=None if error is None else str(error))

@@ -19,7 +19,7 @@ from effectbench.core.events import RunFinished, RunResumed, RunStarted
 from effectbench.core.rundir import LOG_FILE
 from effectbench.log.reader import LoggedEvent, read_log
 from effectbench.outputs.manifest import task_entry
-from effectbench.outputs.rows import ROW_OPTS, record_row
+from effectbench.outputs.rows import LINE_OPTS, record_row
 from effectbench.projections.metrics import MetricsAccumulator, PlanIndex
 
 __all__ = ["LogPass", "PlanFacts", "RunFacts", "Spill", "sequential_pass", "write_atomic"]
@@ -223,7 +223,7 @@ def sequential_pass(log_path: Path, root: Path, verify_chain: bool) -> LogPass:
                 spill = Spill(root, len(acc.plan))
             slot = acc.add(rec)
             assert spill is not None
-            spill.put(slot, dumps(record_row(rec), option=ROW_OPTS) + b"\n")
+            spill.put(slot, dumps(record_row(rec), option=LINE_OPTS))
             episodes += 1
     except BaseException:
         if spill is not None:

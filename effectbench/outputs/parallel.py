@@ -47,10 +47,10 @@ import attrs
 import orjson
 
 from effectbench.core.events import EpisodePlanned, RunStarted
-from effectbench.log.lines import CHUNK, GENESIS_HASH, links, read_line
+from effectbench.log.lines import CHUNK, GENESIS_HASH, check_line, event_of, links, read_line
 from effectbench.log.reader import warn_torn_tail
 from effectbench.outputs.logpass import LogPass, RunFacts, Spill
-from effectbench.outputs.rows import ROW_OPTS, record_row
+from effectbench.outputs.rows import LINE_OPTS, record_row
 from effectbench.projections.metrics import TELEMETRY_FIELDS, MetricsAccumulator
 
 __all__ = ["MIN_PARALLEL_BYTES", "cpu_count", "sharded_pass", "split_points", "worker_count"]
@@ -180,7 +180,7 @@ class _Part:
         assert self.keys is not None and self.spill is not None
         slot = acc.add(rec)
         self.keys[slot] = key
-        self.spill.put(slot, orjson.dumps(record_row(rec), option=ROW_OPTS) + b"\n")
+        self.spill.put(slot, orjson.dumps(record_row(rec), option=LINE_OPTS))
         self.episodes += 1
 
 
@@ -210,6 +210,7 @@ def _scan(path: Path, start: int, stop: int, end: int, root: Path, spill_file: A
     feed, live = proj.feed, proj.live
     skipped = part.skipped
     planned = EpisodePlanned.TYPE
+    folded = FOLDED
     fd = os.open(path, os.O_RDONLY)
     try:
         prev = GENESIS_HASH.encode()
@@ -226,29 +227,30 @@ def _scan(path: Path, start: int, stop: int, end: int, root: Path, spill_file: A
             if type(n) is not int:
                 raise _Unsound("no seq on the part's first line")
         part.first_seq, part.prev_hash = n, prev
+        # the line check and its link in one call; an event object only for what is kept
         for lines in _lines(fd, start, stop):
             for line in lines:
-                event = read_line(line, n)
-                if not links(prev, line):
+                obj = check_line(line, n, prev)
+                if obj is None:
                     raise _Unsound(f"line {n + 1}")
                 prev = line[-66:-2]
-                n += 1
-                ep = event.ep
+                ep = obj["ep"]
                 if ep is None:
+                    event = read_line(line, n)  # a run-level event: a few per log
                     facts.see(event)
                     feed(event)  # run.started names the scoring version
-                    continue
-                if facts.started is None:
-                    facts.too_early(event)
-                if not live(ep):
-                    if event.type != planned:
-                        skipped.setdefault(ep, []).append(event.seq)
-                        continue
-                elif event.type not in FOLDED:
-                    continue  # its episode is live: nothing of it is kept
-                rec = feed(event)
-                if rec is not None:
-                    part.add(rec, event.seq, root, spill_file)
+                elif facts.started is None:
+                    facts.too_early(read_line(line, n))
+                elif not live(ep):
+                    if obj["type"] != planned:
+                        skipped.setdefault(ep, []).append(n)
+                    else:
+                        feed(event_of(obj, n))
+                elif obj["type"] in folded:  # else its episode is live: nothing of it is kept
+                    rec = feed(event_of(obj, n))
+                    if rec is not None:
+                        part.add(rec, n, root, spill_file)
+                n += 1
         part.count, part.last_hash = n, prev
         if stop < end:
             _take_over(fd, proj, part, stop, end, root, spill_file)

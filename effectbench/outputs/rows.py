@@ -18,9 +18,11 @@ from effectbench.core.model import (
 )
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 
-__all__ = ["ROW_OPTS", "TASK_AXES", "record_from_row", "record_row"]
+__all__ = ["LINE_OPTS", "ROW_OPTS", "TASK_AXES", "record_from_row", "record_row"]
 
 ROW_OPTS: Final = orjson.OPT_SORT_KEYS
+LINE_OPTS: Final = ROW_OPTS | orjson.OPT_APPEND_NEWLINE
+"""A row as its results.jsonl line, newline included (no copy to append it)."""
 TASK_AXES: Final = (
     "category",
     "substrate",
@@ -36,26 +38,28 @@ TASK_AXES: Final = (
 
 
 def record_row(rec: EpisodeRecord) -> dict[str, Any]:
-    """One results.jsonl row. Labels keep their enum values; unknown telemetry stays null."""
+    """One results.jsonl row. Labels keep their enum values (``_value_``: the same value,
+    without the ``value`` property's descriptor call, six times per episode of a rescore);
+    unknown telemetry stays null."""
     t = rec.telemetry
     return {
         "episode_id": rec.episode_id,
         "arm": rec.arm,
         "task_id": rec.task_id,
         "trial": rec.trial,
-        "category": rec.category.value,
-        "substrate": rec.substrate.value,
+        "category": rec.category._value_,
+        "substrate": rec.substrate._value_,
         "split": rec.split,
         "reversible": rec.reversible,
         "effect_declared": rec.effect_declared,
         "correct_action_available": rec.correct_action_available,
         "reported_success": rec.reported_success,
         "halted": rec.halted,
-        "true_state": None if rec.true_state is None else rec.true_state.value,
-        "outcome": None if rec.outcome is None else rec.outcome.value,
-        "swer_variant": None if rec.swer_variant is None else rec.swer_variant.value,
+        "true_state": None if rec.true_state is None else rec.true_state._value_,
+        "outcome": None if rec.outcome is None else rec.outcome._value_,
+        "swer_variant": None if rec.swer_variant is None else rec.swer_variant._value_,
         "eligible": rec.eligible,
-        "failure_class": None if rec.failure_class is None else rec.failure_class.value,
+        "failure_class": None if rec.failure_class is None else rec.failure_class._value_,
         "verdict_reasons": list(rec.verdict_reasons),
         "observed_count": rec.observed_count,
         "expected_count": rec.expected_count,

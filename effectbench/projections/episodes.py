@@ -126,38 +126,43 @@ class _Episode:
 
     def add(self, event: EventLike) -> None:
         t = event.type
-        if t == EpisodePlanned.TYPE:
+        if t == _PLANNED:
             self.planned = event  # a (re-)planned episode starts a fresh attempt
             self._reset()
-        elif self.planned is None:
+            return
+        if self.planned is None:
             raise ProjectionError(
                 f"episode {self.ep}: event #{event.seq} ({t}) has no episode.planned before it; "
                 "either the log lost that event or the episode ran again after it terminated"
             )
-        elif t == EpisodeAbandoned.TYPE:
+        slot = _SLOT_OF.get(t)  # one dict lookup, not a chain of comparisons per event
+        if slot is not None:
+            # the latest of each kind wins: the last telemetry report (it is cumulative),
+            # the last terminal
+            setattr(self, slot, event)
+        elif t == _ABANDONED:
             self._reset()
-        elif t == EpisodeProvisioned.TYPE:
-            self.provisioned = event
-        elif t == PreSnapshot.TYPE:
-            self.pre = event
-        elif t == ArmTelemetry.TYPE:
-            self.telemetry = event  # cumulative: the last report of the attempt wins
-        elif t == Reported.TYPE:
-            self.reported = event
-        elif t == PostRead.TYPE:
-            self.post = event
-        elif t in (EpisodeFinished.TYPE, EpisodeFailed.TYPE):
-            self.terminal = event  # the last terminal wins
-        elif t == ReferencePreSnapshot.TYPE:
-            self.ref_pre = event
-        elif t == ReferencePostRead.TYPE:
-            self.ref_post = event
 
     def record(self) -> EpisodeRecord:
         if self.planned is None:
             raise ProjectionError(f"episode {self.ep}: no episode.planned event")
         return _fold(self)
 
+
+_PLANNED: str = EpisodePlanned.TYPE
+_ABANDONED: str = EpisodeAbandoned.TYPE
+_SLOT_OF: dict[str, str] = {
+    EpisodeProvisioned.TYPE: "provisioned",
+    PreSnapshot.TYPE: "pre",
+    ArmTelemetry.TYPE: "telemetry",
+    Reported.TYPE: "reported",
+    PostRead.TYPE: "post",
+    EpisodeFinished.TYPE: "terminal",
+    EpisodeFailed.TYPE: "terminal",
+    ReferencePreSnapshot.TYPE: "ref_pre",
+    ReferencePostRead.TYPE: "ref_post",
+}
+"""The _Episode slot each kept event type fills."""
 
 FOLDED: frozenset[str] = frozenset(
     (

@@ -41,10 +41,31 @@ _NOT_REPORTED: dict[TrueState, tuple[Outcome, str]] = {
 }
 
 
+_KNOWN: dict[tuple[bool, TrueState, bool], Classification] = {}
+"""Every answer given so far, by its inputs: there are 16 at most, and a rescore asks once
+per episode (the values are frozen, so one instance serves every episode)."""
+
+
 def classify(
     reported_success: bool, true_state: TrueState, correct_action_available: bool
 ) -> Classification:
     """Label one episode; UNREADABLE yields an unscoreable classification, never a guess."""
+    if (
+        type(reported_success) is bool
+        and type(true_state) is TrueState
+        and type(correct_action_available) is bool
+    ):
+        key = (reported_success, true_state, correct_action_available)
+        known = _KNOWN.get(key)
+        if known is None:
+            known = _KNOWN[key] = _classify(*key)
+        return known
+    return _classify(reported_success, true_state, correct_action_available)
+
+
+def _classify(
+    reported_success: bool, true_state: TrueState, correct_action_available: bool
+) -> Classification:
     if true_state is TrueState.UNREADABLE:
         return Classification(
             outcome=None,

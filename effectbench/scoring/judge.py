@@ -258,8 +258,8 @@ def judge_inserts(effect: Effect, pre: Snapshot, post: Snapshot) -> Verdict:
 
     if not post.readable:
         return indeterminate(f"post-state unreadable: {post.error or 'no error given'}")
-    needs_pre = _pre_clauses(effect)
-    if not pre.readable and needs_pre:
+    needs_pre = [] if pre.readable else _pre_clauses(effect)  # asked only when it matters
+    if needs_pre:
         return indeterminate(
             f"{' and '.join(needs_pre)} with an unreachable pre-state "
             f"({pre.error or 'no error given'})"

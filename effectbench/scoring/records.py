@@ -26,6 +26,16 @@ def _latency_tuple(
     return None if value is None else tuple(value)
 
 
+def _category(value: Category | str) -> Category:
+    """``Category`` as the converter, skipped for a member (the fold passes members, and an
+    enum's call costs more than the rest of a record's fields)."""
+    return value if type(value) is Category else Category(value)
+
+
+def _substrate(value: Substrate | str) -> Substrate:
+    return value if type(value) is Substrate else Substrate(value)
+
+
 @attrs.frozen
 class EpisodeTelemetry:
     """Per-episode telemetry; None means "no source", never zero."""
@@ -51,8 +61,8 @@ class EpisodeRecord:
     arm: str
     task_id: str
     trial: int
-    category: Category = attrs.field(converter=Category)
-    substrate: Substrate = attrs.field(converter=Substrate)
+    category: Category = attrs.field(converter=_category)
+    substrate: Substrate = attrs.field(converter=_substrate)
     split: str
     reversible: bool
     effect_declared: bool
