@@ -9,15 +9,16 @@ clock, so the same artifacts always give the same report.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 import orjson
 
-from effectbench.core.errors import EffectBenchError
 from effectbench.core.rundir import LOG_FILE, MANIFEST_FILE, METRICS_FILE, RESULTS_FILE
+from effectbench.report.errors import ReportError
+from effectbench.report.sample import DRILL_LIMIT, EpisodeRef, EpisodeSample, EpisodeSampler
 
 __all__ = [
     "OUTCOME_COLUMNS",
@@ -55,10 +56,6 @@ OUTCOME_COLUMNS: Final = (
     ("failed", "failed"),
 )
 """(key, header) of the per-task outcome counts, in the order the tables show them."""
-
-
-class ReportError(EffectBenchError):
-    """The report cannot be built; the message says what is wrong and what to do."""
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -292,18 +289,6 @@ class Identity:
 
 
 @attrs.frozen
-class EpisodeRef:
-    """One results row, reduced to what selection and the episode index need."""
-
-    slot: int
-    episode_id: str
-    arm: str
-    task_id: str
-    trial: int
-    label: str
-
-
-@attrs.frozen
 class RunData:
     """Everything a report shows except the drill-downs (which need the log)."""
 
@@ -312,10 +297,12 @@ class RunData:
     arms: tuple[ArmView, ...]
     tasks: tuple[TaskRow, ...]
     tasks_total: int
-    episodes: tuple[EpisodeRef, ...]
+    episodes: EpisodeSample
+    """The episodes a drill-down can be chosen from (bounded: report.sample)."""
     comparisons: tuple[Mapping[str, Any], ...]
     codes: Mapping[tuple[str, str, int], str]
-    """(arm, task, trial) -> episode label, for paired comparisons across runs."""
+    """(arm, task, trial) -> episode label, for paired comparisons across runs (empty
+    unless asked for: one entry per episode)."""
 
 
 # --------------------------------------------------------------------------- extraction
@@ -417,8 +404,18 @@ class _TaskTally:
         )
 
 
-def load_run(run_dir: str | Path) -> RunData:
-    """Read a run directory's artifacts into the report's model (the log is not read)."""
+def load_run(
+    run_dir: str | Path,
+    *,
+    drill_limit: int = DRILL_LIMIT,
+    wanted: Iterable[str] = (),
+    codes: bool = True,
+) -> RunData:
+    """Read a run directory's artifacts into the report's model (the log is not read).
+
+    Memory stays flat in the run's size: episodes are kept only as the drill-down
+    sample for ``drill_limit`` and the ``wanted`` ids, and the per-episode labels of
+    ``codes`` (for comparing runs) only when asked for."""
     root = Path(run_dir)
     if not root.is_dir():
         raise ReportError(f"run directory {root} does not exist")
@@ -429,8 +426,8 @@ def load_run(run_dir: str | Path) -> RunData:
     arms = tuple(ArmView.of(a, (metrics.get("arms") or {}).get(a) or {}) for a in arm_order)
     task_entries = [t for t in manifest.get("tasks") or () if isinstance(t, Mapping)]
     tallies: dict[tuple[str, str], _TaskTally] = {}
-    episodes: list[EpisodeRef] = []
-    codes: dict[tuple[str, str, int], str] = {}
+    sampler = EpisodeSampler(drill_limit, frozenset(wanted))
+    labels: dict[tuple[str, str, int], str] = {}
     for slot, row in enumerate(iter_results(root / RESULTS)):
         label = episode_label(row)
         arm, task_id, trial = str(row.get("arm")), str(row.get("task_id")), int(row["trial"])
@@ -439,8 +436,9 @@ def load_run(run_dir: str | Path) -> RunData:
         if tally is None:
             tally = tallies[key] = _TaskTally(identity.trials)
         tally.add(trial, label)
-        episodes.append(EpisodeRef(slot, str(row.get("episode_id")), arm, task_id, trial, label))
-        codes[(arm, task_id, trial)] = label
+        sampler.add(EpisodeRef(slot, str(row.get("episode_id")), arm, task_id, trial, label))
+        if codes:
+            labels[(arm, task_id, trial)] = label
     tasks = tuple(
         TaskRow(
             task_id=str(t.get("task_id")),
@@ -461,9 +459,9 @@ def load_run(run_dir: str | Path) -> RunData:
         arms=arms,
         tasks=tasks,
         tasks_total=len(task_entries),
-        episodes=tuple(episodes),
+        episodes=sampler.sample(),
         comparisons=tuple(metrics.get("comparisons") or ()),
-        codes=codes,
+        codes=labels,
     )
 
 

@@ -24,6 +24,7 @@ import orjson
 
 from effectbench.core.model import DiffEffect
 from effectbench.report.data import LOG, EpisodeRef, ReportError
+from effectbench.report.sample import DRILL_LIMIT, select_episodes
 from effectbench.scoring.diff import describe_diff
 
 __all__ = [
@@ -36,8 +37,6 @@ __all__ = [
     "select_episodes",
 ]
 
-DRILL_LIMIT: Final = 200
-"""Episodes with a full drill-down in one report; more are sampled (the page says how)."""
 ROW_LIMIT: Final = 40
 """Rows shown per table of a diff (changed rows first); the rest are counted."""
 SCREENSHOT_BUDGET: Final = 4_000_000
@@ -51,51 +50,7 @@ _IMAGE_TYPES: Final = {
 }
 
 
-# --------------------------------------------------------------------------- selection
-
-
-def select_episodes(
-    episodes: Sequence[EpisodeRef], limit: int, wanted: Iterable[str] = ()
-) -> tuple[list[EpisodeRef], str]:
-    """Which episodes get a drill-down, and the sentence that says how they were chosen.
-
-    Every episode when they fit. Otherwise each (arm, outcome) group in turn gives its
-    next episode in plan order until ``limit`` is reached, so rare outcomes are always
-    shown; episodes named in ``wanted`` are added on top. Deterministic."""
-    want = list(dict.fromkeys(wanted))
-    known = {e.episode_id: e for e in episodes}
-    missing = [w for w in want if w not in known]
-    if missing:
-        raise ReportError(
-            f"episode {missing[0]!r} is not in this run's results.jsonl; ids look like "
-            "<arm>::<task_id>::t<trial>"
-        )
-    if len(episodes) <= limit:
-        return list(episodes), f"All {len(episodes)} episodes have a drill-down."
-    groups: dict[tuple[str, str], list[EpisodeRef]] = {}
-    for e in episodes:
-        groups.setdefault((e.arm, e.label), []).append(e)
-    chosen: dict[int, EpisodeRef] = {}
-    depth = 0
-    while len(chosen) < limit:
-        took = False
-        for group in groups.values():
-            if depth < len(group) and len(chosen) < limit:
-                chosen[group[depth].slot] = group[depth]
-                took = True
-        if not took:
-            break
-        depth += 1
-    for w in want:
-        chosen[known[w].slot] = known[w]
-    picked = [chosen[s] for s in sorted(chosen)]
-    note = (
-        f"Sampled: {len(picked)} of {len(episodes)} episodes have a drill-down "
-        f"(limit {limit}): each arm and outcome in turn gives its next episode in plan "
-        "order, so every outcome is represented. `effectbench report RUN_DIR --episode ID` "
-        "adds any other episode; results.jsonl lists them all."
-    )
-    return picked, note
+# --------------------------------------------------------------------------- the log
 
 
 def collect_events(

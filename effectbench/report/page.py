@@ -74,8 +74,9 @@ def build_report(
 
     Built only from manifest.json, metrics.json, results.jsonl and events.jsonl."""
     root = Path(run_dir)
-    data = load_run(root)
-    drills, note = _drills(data, drill_limit, episodes)
+    wanted = list(dict.fromkeys(episodes))
+    data = load_run(root, drill_limit=drill_limit, wanted=wanted, codes=False)
+    drills, note = _drills(data, drill_limit, wanted)
     html = render("run.html.j2", run=data, drills=drills, drill_note=note)
     target = Path(out) if out is not None else root / REPORT_FILE
     try:
