@@ -180,3 +180,26 @@ async def test_stop_tears_down_an_episode_left_live_as_the_other_providers_do(
     assert not after.readable and "torn down" in (after.error or ""), after
     await ep.teardown()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_charts_go_under_the_run_state_root_the_harness_hands_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like MockMed's: with ``use_state_dir`` the charts live under the harness's per-run
+    root (which the next run or resume of a killed run empties), not in /dev/shm."""
+    from effectbench.core.model import trial_params
+
+    monkeypatch.delenv("EFFECTBENCH_MOCKMED_TMPDIR", raising=False)
+    state = tmp_path / "state"
+    state.mkdir()
+    provider = MockMedDiffProvider()
+    provider.use_state_dir(state)
+    await provider.start()
+    try:
+        ep = await provider.provision(TASKS[0], 0, trial_params(TASKS[0], 0))
+        assert [p for p in state.rglob("*") if p.is_file()], "no chart under the state root"
+        await ep.teardown()
+    finally:
+        await provider.stop()
+    assert list(state.iterdir()) == []

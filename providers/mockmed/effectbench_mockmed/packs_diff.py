@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-import anyio
 import attrs
 import orjson
 
@@ -43,9 +41,16 @@ from effectbench_mockmed.diff_product import (
     build_app,
     build_template,
 )
-from effectbench_mockmed.episode import Episode, LiveEpisodes, close_files, fixture_mode
+from effectbench_mockmed.episode import (
+    Episode,
+    LiveEpisodes,
+    RunRoot,
+    close_files,
+    fixture_mode,
+    stop_served,
+)
 from effectbench_mockmed.oracle import MockMedOracle
-from effectbench_mockmed.provider import HTTP_TIMEOUT_S, default_tmp_root
+from effectbench_mockmed.provider import HTTP_TIMEOUT_S
 
 if TYPE_CHECKING:
     from effectbench_mockmed.client import Connections
@@ -185,9 +190,13 @@ class MockMedDiffProvider:
     version: str = VERSION
 
     def __init__(self, *, tmp_root: Path | None = None) -> None:
-        self._tmp_root = tmp_root if tmp_root is not None else default_tmp_root()
+        self._root = RunRoot(tmp_root, "mockmed-diff")
         self._running: _Running | None = None
         self._live = LiveEpisodes()
+
+    def use_state_dir(self, path: Path) -> None:
+        """The harness's per-run root (as MockMedProvider: a killed run's charts go with it)."""
+        self._root.use_state_dir(path)
 
     def tasks(self) -> Sequence[TaskSpec]:
         return TASKS
@@ -197,7 +206,7 @@ class MockMedDiffProvider:
             raise RuntimeError("MockMedDiffProvider.start() called twice; call stop() first")
         from effectbench_mockmed.client import Connections
 
-        root = Path(tempfile.mkdtemp(prefix="effectbench-mockmed-diff-", dir=self._tmp_root))
+        root = self._root.make()
         try:
             template = root / "template.db"
             build_template(template)
@@ -212,15 +221,8 @@ class MockMedDiffProvider:
 
     async def stop(self) -> None:
         running, self._running = self._running, None
-        if running is None:
-            return
-        try:
-            await self._live.teardown_all()
-            with anyio.CancelScope(shield=True):
-                await running.connections.close()
-        finally:
-            await running.server.stop()
-            shutil.rmtree(running.root, ignore_errors=True)
+        if running is not None:
+            await stop_served(self._live, running.connections, running.server, running.root)
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]

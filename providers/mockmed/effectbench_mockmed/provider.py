@@ -9,15 +9,12 @@ read-only oracle over the file. Teardown closes everything and deletes the file.
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
-import anyio
 import attrs
 
 from effectbench.core.model import TaskSpec
@@ -28,7 +25,17 @@ from effectbench.core.provider import (
 )
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
-from effectbench_mockmed.episode import Episode, LiveEpisodes, close_files, http_env, mode_fault
+from effectbench_mockmed.episode import (  # TMPDIR_ENV, default_tmp_root: moved, kept here
+    TMPDIR_ENV,  # noqa: F401
+    Episode,
+    LiveEpisodes,
+    RunRoot,
+    close_files,
+    default_tmp_root,  # noqa: F401
+    http_env,
+    mode_fault,
+    stop_served,
+)
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
 from effectbench_mockmed.store import (
@@ -45,24 +52,6 @@ if TYPE_CHECKING:
 
 VERSION: Final = "1.0.0"
 HTTP_TIMEOUT_S: Final = 30.0
-TMPDIR_ENV: Final = "EFFECTBENCH_MOCKMED_TMPDIR"
-
-
-def default_tmp_root() -> Path | None:
-    """Where episode databases go: ``$EFFECTBENCH_MOCKMED_TMPDIR``, else /dev/shm when
-    writable, else the system temp dir.
-
-    Episode files are created and deleted at hundreds per second; on this machine's
-    ext4 disk creating the file and its WAL side files costs ~1 ms per episode, on
-    tmpfs ~0.2 ms. They are still real SQLite files with a real WAL either way.
-    """
-    configured = os.environ.get(TMPDIR_ENV)
-    if configured:
-        return Path(configured)
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return None
 
 
 def _no_channels(path: Path) -> Mapping[str, str]:
@@ -143,19 +132,16 @@ class MockMedProvider:
     def __init__(
         self, *, tmp_root: Path | None = None, http_timeout_s: float = HTTP_TIMEOUT_S
     ) -> None:
-        self._tmp_root = tmp_root if tmp_root is not None else default_tmp_root()
+        self._root = RunRoot(tmp_root, "mockmed")
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
         self._live = LiveEpisodes()
-        self._pinned = tmp_root is not None or bool(os.environ.get(TMPDIR_ENV))
-        self._state_dir: Path | None = None
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root for episode state (writing-a-provider.md), unless a
         ``tmp_root`` (or $EFFECTBENCH_MOCKMED_TMPDIR) was given: the next run or resume of
         this run cleans it after a kill."""
-        if not self._pinned:
-            self._state_dir = path
+        self._root.use_state_dir(path)
 
     def tasks(self) -> Sequence[TaskSpec]:
         return self.pack.tasks
@@ -171,10 +157,7 @@ class MockMedProvider:
         # aiohttp takes ~100 ms to import: only a run pays it, not `effectbench providers`.
         from effectbench_mockmed.client import Connections
 
-        if self._state_dir is not None:  # the run's root: a killed run's files go with it
-            root = Path(tempfile.mkdtemp(prefix="mockmed-", dir=self._state_dir))
-        else:
-            root = Path(tempfile.mkdtemp(prefix="effectbench-mockmed-", dir=self._tmp_root))
+        root = self._root.make()
         try:
             template = root / "template.db"
             build_template(template, self.pack.schema)
@@ -189,16 +172,8 @@ class MockMedProvider:
 
     async def stop(self) -> None:
         running, self._running = self._running, None
-        if running is None:
-            return
-        try:
-            await self._live.teardown_all()
-            with anyio.CancelScope(shield=True):
-                await running.connections.close()
-        finally:
-            # Not shielded: the server's task group must be exited in the scope it was entered in.
-            await running.server.stop()
-            shutil.rmtree(running.root, ignore_errors=True)
+        if running is not None:
+            await stop_served(self._live, running.connections, running.server, running.root)
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
