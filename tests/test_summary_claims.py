@@ -14,15 +14,12 @@ from effectbench.api import evaluate_provider_async
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle
-from effectbench.testing import InMemoryProvider, ScriptedArm, run_cli
+from effectbench.testing import InMemoryProvider, NoopArm, ScriptedArm, run_cli
 from effectbench.verify.run_check import verify_run
 
 
-class HaltArm:
+class HaltArm(NoopArm):
     name = "halter"
-
-    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        return AgentReport(reported_success=False, halted=True)
 
 
 class AlternatingArm:

@@ -17,29 +17,23 @@ from effectbench.core.model import AgentReport
 from effectbench.core.prices import PriceTableError
 from effectbench.core.provider import EnvHandle, ModelCall
 from effectbench.outputs.artifacts import recompute_metrics_from_results, rescore_artifacts
-from effectbench.testing import InMemoryProvider, run_cli
+from effectbench.testing import InMemoryProvider, NoopArm, run_cli
 from effectbench.verify.run_check import verify_run
 
 PRICES = {"version": "t-1", "models": {"m1": {"input_per_mtok": 2.0, "output_per_mtok": 8.0}}}
 
 
-class SilentArm:
+class SilentArm(NoopArm):
     """Records nothing at all and trusts nothing: it reports failure."""
 
     name = "silent"
 
-    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        return AgentReport(reported_success=False, halted=True)
 
-
-class IdleModelArm:
+class IdleModelArm(NoopArm):
     """A model arm that decided without calling its model: it counts, and counted none."""
 
     name = "idle_model"
     uses_model = True
-
-    async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
-        return AgentReport(reported_success=False, halted=True)
 
 
 class CallingArm:

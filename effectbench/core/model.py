@@ -192,25 +192,17 @@ class Effect:
 
     def resolve(self, params: Mapping[str, str]) -> Effect:
         """Replace every ParamRef with this trial's value; unknown params are an error."""
-
-        def sub(v: Value) -> Value:
-            if isinstance(v, ParamRef):
-                if v.name not in params:
-                    raise InvalidSpec(
-                        f"effect refers to run param {v.name!r} which the task does not define"
-                    )
-                return params[v.name]
-            return v
-
         rw = self.record_written
         key = rw.idempotency_key
         return Effect(
             record_written=attrs.evolve(
                 rw,
-                selector={k: sub(v) for k, v in rw.selector.items()},
-                idempotency_key=None if key is None else (key[0], sub(key[1])),
+                selector={k: _sub(v, params) for k, v in rw.selector.items()},
+                idempotency_key=None if key is None else (key[0], _sub(key[1], params)),
             ),
-            field_equals=tuple(FieldEquals(f.field, sub(f.expected)) for f in self.field_equals),
+            field_equals=tuple(
+                FieldEquals(f.field, _sub(f.expected, params)) for f in self.field_equals
+            ),
         )
 
     def plain(self) -> dict[str, Any]:
