@@ -43,18 +43,23 @@ from effectbench.core.provider import EnvHandle, Telemetry
 
 log = structlog.get_logger("effectbench.agents")
 
+Mode = Literal["shared", "per_episode"]
+Execution = Literal["in_process", "subprocess", "isolated"]
+
 EXEC_PREFIX: Final = "exec:"
 EXEC_EACH_PREFIX: Final = "exec-each:"
 """``exec-each:<command line>``: the same, one process per episode."""
 BROWSER_MARK: Final = "+browser"
 """``exec+browser:`` / ``exec-each+browser:``: the same, with a browser context per
 episode whose CDP endpoint the ``episode`` message carries."""
-EXEC_PREFIXES: Final = (
-    EXEC_PREFIX,
-    EXEC_EACH_PREFIX,
-    EXEC_PREFIX[:-1] + BROWSER_MARK + ":",
-    EXEC_EACH_PREFIX[:-1] + BROWSER_MARK + ":",
-)
+_PREFIX_MODES: Final[dict[str, tuple[Mode, bool]]] = {
+    EXEC_PREFIX: ("shared", False),
+    EXEC_EACH_PREFIX: ("per_episode", False),
+    f"exec{BROWSER_MARK}:": ("shared", True),
+    f"exec-each{BROWSER_MARK}:": ("per_episode", True),
+}
+"""Each ``--arm`` prefix -> (process mode, browser wanted)."""
+EXEC_PREFIXES: Final = tuple(_PREFIX_MODES)
 """Every ``--arm`` prefix that names a protocol agent by its command line."""
 DEFAULT_TIMEOUT_S: Final = 300.0
 MAX_LINE: Final = 1 << 20
@@ -64,9 +69,6 @@ _STOP_GRACE_S: Final = 5.0
 _EXIT_WAIT_S: Final = 2.0
 """How long after its stdout ended a process has to exit before its episodes fail
 without an exit code (one that closed stdout and lives on)."""
-
-Mode = Literal["shared", "per_episode"]
-Execution = Literal["in_process", "subprocess", "isolated"]
 
 
 class AgentFailure(Exception):
@@ -354,14 +356,10 @@ class ExecArm:
         prefix = next((p for p in EXEC_PREFIXES if spec.startswith(p)), None)
         if prefix is None:
             raise ValueError(f"an exec arm starts with one of {', '.join(EXEC_PREFIXES)}")
+        mode, browser = _PREFIX_MODES[prefix]
         argv = shlex.split(spec.removeprefix(prefix))
         name = prefix + _spec_name(argv).removeprefix(EXEC_PREFIX) if argv else None
-        return cls(
-            argv,
-            name=name,
-            mode="per_episode" if prefix.startswith(EXEC_EACH_PREFIX[:-1]) else "shared",
-            browser=BROWSER_MARK in prefix,
-        )
+        return cls(argv, name=name, mode=mode, browser=browser)
 
     def with_isolation(self, isolate: bool | None) -> ExecArm:
         """The same agent with another isolation choice (the run's ``--isolate``)."""
