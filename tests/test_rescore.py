@@ -4,6 +4,7 @@ is killed."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -251,12 +252,13 @@ def _wait_for(what: str, ready: Callable[[], bool]) -> None:
         time.sleep(0.005)
 
 
-def test_rescore_refuses_a_live_run_and_writes_nothing(tmp_path: Path) -> None:
-    run = tmp_path / "live"
+@contextlib.contextmanager
+def _hanging_run(run: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real run whose arm hangs, from its arm's start until the block ends (then killed)."""
     live = subprocess.Popen(
         [*effectbench_command(), "run", "--provider", "effectbench.testing:InMemoryProvider",
          "--arm", "effectbench.testing:HangingArm", "--trials", "1", "--out", str(run), "-q"],
-        cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=run.parent, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         log = run / "events.jsonl"
@@ -264,19 +266,38 @@ def test_rescore_refuses_a_live_run_and_writes_nothing(tmp_path: Path) -> None:
             "the run's arm to start", lambda: log.is_file() and b"arm_started" in log.read_bytes()
         )
         assert run_lock_held(log)
+        yield live
+        assert live.poll() is None, "the run ended before the check"
+    finally:
+        live.kill()
+        live.wait(timeout=DEADLINE)
+    assert not run_lock_held(log)
+
+
+def test_rescore_refuses_a_live_run_and_writes_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "live"
+    with _hanging_run(run):
         before = _files(run)
         proc = _cli("rescore", str(run), cwd=tmp_path)
         assert proc.returncode == 2, (proc.stdout, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "in use by a run" in lines[0], proc.stderr
         assert _files(run) == before
-        assert live.poll() is None, "the run ended before the check"
-    finally:
-        live.kill()
-        live.wait(timeout=DEADLINE)
-    assert not run_lock_held(run / "events.jsonl")
     proc = _cli("rescore", str(run), cwd=tmp_path)  # killed: now it is one to resume
     assert proc.returncode == 2 and "--resume" in proc.stderr
+
+
+def test_verify_of_a_live_run_says_it_is_live(tmp_path: Path) -> None:
+    """Not "interrupted, continue it with --resume": a resume of a live run is refused."""
+    run = tmp_path / "live"
+    with _hanging_run(run):
+        proc = _cli("verify", str(run), cwd=tmp_path)
+        assert proc.returncode == 1, (proc.stdout, proc.stderr)
+        assert "the run is live" in proc.stdout, proc.stdout
+        assert "--resume" not in proc.stdout and "interrupted" not in proc.stdout, proc.stdout
+    proc = _cli("verify", str(run), cwd=tmp_path)  # killed: now it is one to resume
+    assert proc.returncode == 1
+    assert "the run is live" not in proc.stdout and "--resume" in proc.stdout, proc.stdout
 
 
 # --------------------------------------------------------------------------- killing a rescore
