@@ -49,7 +49,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _files(run: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(run.iterdir())}
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
 
 
 # --------------------------------------------------------------------------- tampering
@@ -415,3 +415,61 @@ def test_killing_rescore_leaves_no_worker_and_closes_stderr(
                 os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=DEADLINE)
     assert b"Traceback" not in err
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+class _ShootingArm(ScriptedArm):
+    """The scripted arm, plus one screenshot per episode (any bytes: blobs are opaque)."""
+
+    name = "shooting"
+
+    async def run(self, task: Any, env: Any) -> Any:
+        env.telemetry.screenshot(f"png of {task.episode_id}".encode(), "final")
+        return await super().run(task, env)
+
+
+@pytest.fixture(scope="module")
+def shot_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = evaluate_provider(
+        [_ShootingArm()],
+        InMemoryProvider(("ok", "phantom")),
+        trials=2,
+        out=tmp_path_factory.mktemp("shots") / "run",
+        report=False,
+    )
+    return run.run_dir
+
+
+def test_rescore_refuses_an_edited_screenshot_as_verify_does(
+    shot_run: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(shot_run, run)
+    blobs = sorted((run / "blobs" / "sha256").iterdir())
+    assert len(blobs) == 4
+    blobs[1].write_bytes(b"a different picture")
+    reasons = verify_run(run).reasons
+    assert any("screenshot" in r and "does not match its hash" in r for r in reasons)
+    before = _files(run)
+    for workers in (1, 2):  # the one-process and the sharded pass
+        with pytest.raises(ArtifactError, match="does not match its hash"):
+            rescore_artifacts(run, workers=workers, attest=attestations)
+        assert _files(run) == before, "a refused rescore wrote something"
+    proc = _cli("rescore", str(run), cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "screenshot" in proc.stderr and "--allow-incomplete" in proc.stderr, proc.stderr
+    blobs[2].unlink()
+    with pytest.raises(ArtifactError, match=r"\(and 1 more\)"):
+        rescore_artifacts(run, attest=attestations)
+    built = rescore_artifacts(run, allow_incomplete=True, attest=attestations)
+    assert built.incomplete is not None and "screenshot" in built.incomplete
+    assert not verify_run(run).ok
+
+
+def test_rescore_of_a_run_with_intact_screenshots_is_byte_identical(shot_run: Path) -> None:
+    before = _files(shot_run)
+    for workers in (1, 2):
+        assert rescore_artifacts(shot_run, workers=workers, attest=attestations).incomplete is None
+        assert _files(shot_run) == before
