@@ -753,7 +753,7 @@ class Scheduler:
                     provisioned, env=attrs.evolve(provisioned.env, browser=browser.page)
                 )
             if spec.arm in self._cdp_arms:
-                cdp = await self._open_cdp()
+                cdp = await self._open_cdp(provisioned.env.channels)
                 provisioned = attrs.evolve(
                     provisioned, env=attrs.evolve(provisioned.env, browser_cdp=cdp.url)
                 )
@@ -837,10 +837,15 @@ class Scheduler:
         assert self._browsers is not None
         return await self._open_within(self._browsers.open, "browser page")
 
-    async def _open_cdp(self) -> CdpEpisode:
-        """A fresh context and its CDP endpoint for a protocol agent's episode."""
-        assert self._cdp is not None
-        return await self._open_within(self._cdp.open, "browser context")
+    async def _open_cdp(self, channels: Mapping[str, str]) -> CdpEpisode:
+        """A fresh context and its CDP endpoint for a protocol agent's episode, limited
+        to the product's origins (those of its channels' URLs)."""
+        from effectbench.browser.policy import OriginPolicy
+
+        hub = self._cdp
+        assert hub is not None
+        policy = OriginPolicy.of_channels(channels)
+        return await self._open_within(lambda: hub.open(policy), "browser context")
 
     async def _open_within(self, open_: Callable[[], Awaitable[_T]], what: str) -> _T:
         """``open_()`` within the provider timeout; a failure or a timeout is an
