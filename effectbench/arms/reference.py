@@ -45,6 +45,12 @@ class ReferenceArm:
 
     name: str = REFERENCE_NAME
 
+    def __init__(self, *, mutation_audit: bool = False) -> None:
+        self.mutation_audit = mutation_audit
+        """Asks the harness to mutation-test the task's oracle after this arm's first
+        trial (``effectbench audit`` sets it; run/mutate.py). The arm itself never
+        touches the store: the harness does, on twins of its own."""
+
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         why = cannot_act(task, env)
         if why is not None or task.solution is None:
