@@ -266,6 +266,11 @@ def verify_run(
     reasons = Reasons()
     if not (root / LOG_FILE).is_file():
         return VerifyReport.of([f"{root}: no {LOG_FILE}; give a run directory"])
+    from effectbench.run.runlock import run_lock_held
+
+    if run_lock_held(root / LOG_FILE):  # not interrupted: running, so a resume would be refused
+        live = f"{root}: the run is live (an effectbench process is running it now); "
+        return VerifyReport.of([live + "verify it once that process has finished"])
     manifest = load_json(root / MANIFEST_FILE, reasons)
     metrics = load_json(root / METRICS_FILE, reasons)
     if manifest is not None and not isinstance(manifest, dict):
