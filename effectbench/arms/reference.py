@@ -44,6 +44,8 @@ class ReferenceArm:
     reports success; halts with nothing written when the task offers no solution."""
 
     name: str = REFERENCE_NAME
+    records_actions = True
+    """Every episode records what it did: a count of 0 would be counted, not unknown."""
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         why = cannot_act(task, env)

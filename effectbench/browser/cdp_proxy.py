@@ -39,6 +39,7 @@ import structlog
 from aiohttp import WSMsgType, web
 
 from effectbench.browser.cdp import CdpError, CdpPipe, Message
+from effectbench.browser.contain import BrowserSandbox
 
 log = structlog.get_logger("effectbench.browser")
 
@@ -264,8 +265,10 @@ class _Client:
 class CdpHub:
     """The run's browser for protocol agents and the endpoints into it."""
 
-    def __init__(self, *, executable: str | None = None) -> None:
-        self.pipe = CdpPipe(self._on_message)
+    def __init__(
+        self, *, executable: str | None = None, sandbox: BrowserSandbox | None = None
+    ) -> None:
+        self.pipe = CdpPipe(self._on_message, sandbox=sandbox)
         self._executable = executable
         self.owners: dict[str, _Client] = {}
         self._contexts: dict[str, str] = {}  # target id -> its browser context id

@@ -140,7 +140,8 @@ class ArmTelemetry:
     input_tokens: int | None
     output_tokens: int | None
     cost_usd: float | None
-    actions: int
+    actions: int | None
+    """Actions the arm recorded; None unless it recorded one or declares ``records_actions``."""
     model_latency_ms: float | None = attrs.field(
         default=None, metadata={"only_with": "model_calls"}
     )

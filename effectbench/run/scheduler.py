@@ -250,12 +250,18 @@ def _injections(provisioned: ProvisionedEpisode) -> Sequence[ActionRecord]:
         return [ActionRecord("injections_unavailable", {"error": _one_line(exc)})]
 
 
+def _action_count(n_actions: int, counts_actions: bool) -> int | None:
+    """An arm's action count: null (no source) unless it recorded one or declares that it
+    records every action it takes (``records_actions``), the rule of the model fields."""
+    return n_actions if n_actions or counts_actions else None
+
+
 def _telemetry_data(
-    calls: Sequence[ModelCall], n_actions: int, counts_model: bool = False
+    calls: Sequence[ModelCall], n_actions: int | None, counts_model: bool = False
 ) -> dict[str, Any]:
-    """The episode.telemetry event. ``actions`` always counts (the harness's recorder is
-    its source); the model fields are null unless the arm made a call or declares that
-    it counts them (``uses_model``), when none counted is 0 (docs/metrics.md)."""
+    """The episode.telemetry event. ``actions`` is the count :func:`_action_count` gives;
+    the model fields are null unless the arm made a call or declares that it counts them
+    (``uses_model``), when none counted is 0 (docs/metrics.md)."""
     if not calls and counts_model:
         return {
             "model_calls": 0,
@@ -1010,7 +1016,10 @@ class Scheduler:
                 ArmTelemetry(
                     **_telemetry_data(
                         price_calls(calls, self.options.prices),
-                        len(telemetry.actions),
+                        _action_count(
+                            len(telemetry.actions),
+                            getattr(arm, "records_actions", False) is True,
+                        ),
                         counts_model=getattr(arm, "uses_model", False) is True,
                     )
                 )
