@@ -14,6 +14,7 @@ import attrs
 
 from effectbench.core.agentlog import MODEL_CALL_BYTES, LogBudget, action_bytes
 from effectbench.core.model import JSONScalar, Snapshot, TaskSpec
+from effectbench.core.store import RecordStore
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -180,6 +181,11 @@ class ProvisionedEpisode:
     """What the provider's fault injection did to the arm's traffic (e.g. a
     ``FaultProxy``'s records), read once the arm has returned; each record becomes an
     ``episode.injected`` event. None: the provider injects nothing it can report."""
+    store: RecordStore | None = None
+    """The mutation audit's write handle on this episode's system of record
+    (``effectbench.core.store``; docs/audit.md). The harness alone uses it, on twins the
+    audit provisions; an arm never sees it. None: derived from the oracle when that is
+    the generic ``SqliteAllTablesOracle``, else the store cannot be mutation-tested."""
 
 
 @runtime_checkable

@@ -75,6 +75,7 @@ from effectbench.core.provider import (
 )
 from effectbench.core.rundir import LOG_FILE, RunDir
 from effectbench.run import statedir
+from effectbench.run.mutate import run_mutations, wants_mutations
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.run.runlock import run_lock_held, share_run_lock
@@ -1042,6 +1043,13 @@ class Scheduler:
             twin_error = await run_twin(self.provider, spec, *program, self.options, emit)
             if twin_error is not None:
                 raise _Episode(FailureClass.ENVIRONMENT, "reference", twin_error)
+        if (
+            getattr(arm, "mutation_audit", False) is True
+            and spec.trial == 0
+            and wants_mutations(spec.task)
+        ):
+            # the audit's reference asks for its oracle to be mutation-tested (run/mutate.py)
+            await run_mutations(self.provider, spec, arm, self.options, emit, pre)
         return EpisodeOutcome(spec, None, report, pre, post)
 
 
