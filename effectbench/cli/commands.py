@@ -798,7 +798,8 @@ def _report(raw: BaseException, debug: bool) -> int:
         message = os_error_line(err)
     if isinstance(err, (*_user_error_types(), OSError)):
         click.echo(f"effectbench: error: {message}", err=True)
-        return EXIT_USAGE
+        code = getattr(err, "exit_code", EXIT_USAGE)  # an error with its own (core/exitcodes.py)
+        return int(code) if isinstance(code, int) else EXIT_USAGE
     click.echo(
         f"effectbench: internal error: {type(err).__name__}: {message} (rerun with --debug for a "
         "traceback)",

@@ -74,7 +74,7 @@ from effectbench.core.provider import (
     Telemetry,
 )
 from effectbench.core.rundir import LOG_FILE, RunDir
-from effectbench.run import statedir
+from effectbench.run import statedir, storage
 from effectbench.run.mutate import run_mutations, wants_mutations
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
@@ -379,6 +379,9 @@ class Scheduler:
         self._finished = 0
         self._failed = 0
         self._start_error: ProviderStartError | None = None
+        self._storage_lost: OSError | None = None
+        """The first error of the harness's own storage (run/storage.py): the run stops."""
+        self._work: anyio.CancelScope | None = None
         self._provider_errors: dict[str, int] = {}
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
@@ -420,14 +423,20 @@ class Scheduler:
                 else None
             )
             with _exclusive(self.log_path) as fd:
-                outcome = await self._run_locked(resume, signals)
-                watching.close()  # while the artifacts are built, Ctrl-C is the default one
-                check_still_ours(fd, self.log_path)
-                if finish is not None and not outcome.interrupted:
-                    try:
-                        await finish()
-                    finally:  # a log removed mid-build is reported as that, not a build error
-                        check_still_ours(fd, self.log_path)
+                try:
+                    outcome = await self._run_locked(resume, signals)
+                    watching.close()  # while the artifacts are built, Ctrl-C is the default one
+                    check_still_ours(fd, self.log_path)
+                    if finish is not None and not outcome.interrupted:
+                        try:
+                            await finish()
+                        finally:  # a log removed mid-build is reported as that, not a build error
+                            check_still_ours(fd, self.log_path)
+                except Exception as exc:
+                    lost = storage.storage_cause(exc)
+                    if lost is None or isinstance(exc, storage.StorageError):
+                        raise
+                    raise storage.StorageError(self.run_dir, lost) from exc
         return outcome
 
     async def _run_locked(self, resume: ResumeState | None, signals: Any) -> RunOutcome:
@@ -498,6 +507,7 @@ class Scheduler:
             try:
                 async with anyio.create_task_group() as outer:
                     with anyio.CancelScope() as work:
+                        self._work = work
                         if signals is not None:
                             outer.start_soon(self._watch_signals, signals, work, caught)
                         if self.executor is None:
@@ -517,17 +527,14 @@ class Scheduler:
                 interrupted = True
                 raise
             finally:
+                self._work = None
                 with anyio.CancelScope(shield=True):
-                    await writer.emit_event(
-                        RunFinished(
-                            interrupted=interrupted,
-                            episodes_finished=self._finished,
-                            episodes_failed=self._failed,
-                        )
-                    )
+                    await self._emit_run_finished(writer, interrupted)
                 self._emit = None
         if self._start_error is not None:
             raise self._start_error
+        if self._storage_lost is not None:
+            raise storage.StorageError(self.run_dir, self._storage_lost)
         return RunOutcome(
             run_id=self.run_id,
             interrupted=interrupted,
@@ -539,6 +546,32 @@ class Scheduler:
             failed=self._failed,
             final_hash=writer.last_hash,
         )
+
+    async def _emit_run_finished(self, writer: Any, interrupted: bool) -> None:
+        """The session's last event; not attempted again once the harness's storage failed
+        (the log may be the file that cannot be written: the run stops without it)."""
+        event = RunFinished(
+            interrupted=interrupted,
+            episodes_finished=self._finished,
+            episodes_failed=self._failed,
+        )
+        try:
+            await writer.emit_event(event)
+        except Exception as exc:
+            if storage.storage_cause(exc) is None:
+                raise
+            self._storage_lost = self._storage_lost or storage.storage_cause(exc)
+
+    def _stop_for_storage(self, lost: OSError) -> bool:
+        """The harness's storage failed in an episode: remember the first error and stop
+        the run (its episodes in flight get no terminal event: resume reruns them). False
+        where there is no run to stop (an episode run on a Dask worker)."""
+        if self._work is None:
+            return False
+        if self._storage_lost is None:
+            self._storage_lost = lost
+        self._work.cancel()
+        return True
 
     def _execution(self) -> dict[str, Any]:
         """How each arm runs (``in_process``, ``subprocess``, ``isolated``) and, when a
@@ -762,6 +795,15 @@ class Scheduler:
         )
 
     async def _episode(self, spec: EpisodeSpec) -> None:
+        """One episode; one that the harness's own storage cut off ends with no event."""
+        try:
+            await self._episode_events(spec)
+        except Exception as exc:
+            lost = storage.storage_cause(exc)
+            if lost is None or not self._stop_for_storage(lost):
+                raise
+
+    async def _episode_events(self, spec: EpisodeSpec) -> None:
         emit = self._emit
         assert emit is not None
         ep = spec.episode_id
@@ -789,7 +831,9 @@ class Scheduler:
         except anyio.get_cancelled_exc_class() as exc:
             await _reraise_if_stopping()  # the run is stopping: no terminal event, resume reruns it
             failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
-        except Exception as exc:  # noqa: BLE001 - a harness fault: never stop the run for it
+        except Exception as exc:  # a harness fault: never stop the run for it, but for storage
+            if storage.storage_cause(exc) is not None:
+                raise  # the harness's storage: not the episode's failure (_episode)
             failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
         finally:
             if browser is not None:  # the context goes first: its page talks to the product
