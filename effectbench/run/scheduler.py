@@ -233,27 +233,33 @@ def _action_count(n_actions: int, counts_actions: bool) -> int | None:
 
 
 def _telemetry_data(
-    calls: Sequence[ModelCall], n_actions: int | None, counts_model: bool = False
+    calls: Sequence[ModelCall],
+    n_actions: int | None,
+    counts_model: bool = False,
+    failed: bool = False,
 ) -> dict[str, Any]:
     """The episode.telemetry event. ``actions`` is the count :func:`_action_count` gives;
     the model fields are null unless the arm made a call or declares that it counts them
-    (``uses_model``), when none counted is 0 (docs/metrics.md)."""
+    (``uses_model``), when none counted is 0 (docs/metrics.md). An arm that ``failed``
+    (raised, timed out) may have died inside a call whose usage nobody reported: its
+    tokens and cost are null, never a sum that leaves that call out nor a made-up 0."""
     if not calls and counts_model:
         return {
             "model_calls": 0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cost_usd": 0.0,
+            "input_tokens": None if failed else 0,
+            "output_tokens": None if failed else 0,
+            "cost_usd": None if failed else 0.0,
             "actions": n_actions,
             "model_latency_ms": 0.0,
-            "cost_source": "arm",
+            "cost_source": None if failed else "arm",
             "model_call_latency_ms": [],
         }
+    known = not failed
     data: dict[str, Any] = {
         "model_calls": len(calls) if calls else None,
-        "input_tokens": _sum_known(c.input_tokens for c in calls),
-        "output_tokens": _sum_known(c.output_tokens for c in calls),
-        "cost_usd": _sum_known(c.cost_usd for c in calls),
+        "input_tokens": _sum_known(c.input_tokens for c in calls) if known else None,
+        "output_tokens": _sum_known(c.output_tokens for c in calls) if known else None,
+        "cost_usd": _sum_known(c.cost_usd for c in calls) if known else None,
         "actions": n_actions,
     }
     if calls:  # only then, so a log without model calls keeps its bytes
@@ -1033,6 +1039,7 @@ class Scheduler:
                             getattr(arm, "records_actions", False) is True,
                         ),
                         counts_model=getattr(arm, "uses_model", False) is True,
+                        failed=arm_error is not None,
                     )
                 )
             ),
