@@ -37,6 +37,8 @@ import attrs
 import orjson
 import structlog
 
+from effectbench.core import bounds
+from effectbench.core.agentlog import LogBudget, LogBudgetExceeded
 from effectbench.core.arm import Arm, TaskView
 from effectbench.core.codec import converter
 from effectbench.core.errors import EffectBenchError
@@ -213,6 +215,29 @@ def _sum_known(values: Iterable[float | int | None]) -> Any:
         total += v
         any_value = True
     return total if any_value else None
+
+
+def _bounded_calls(calls: Sequence[ModelCall]) -> tuple[list[ModelCall], str | None]:
+    """The calls whose numbers are in range (core/bounds.py) and the first problem of
+    one that is not: an arm that reports such a number fails its episode."""
+    kept: list[ModelCall] = []
+    problem: str | None = None
+    for c in calls:
+        why = bounds.call_problem(c.input_tokens, c.output_tokens, c.cost_usd, c.latency_ms)
+        if why is None:
+            kept.append(c)
+        elif problem is None:
+            problem = why
+    return kept, problem
+
+
+def _over_budget(budget: LogBudget, report: AgentReport) -> str | None:
+    """Charge the report's message to the episode's log budget; why the episode is past
+    its budget (also when the arm caught the recorder's refusal), else None."""
+    if budget.exceeded is None:
+        with contextlib.suppress(LogBudgetExceeded):
+            budget.charge(len(str(report.message).encode("utf-8", "replace")), "its report")
+    return None if budget.exceeded is None else budget.exceeded.removeprefix("the arm ")
 
 
 def _injections(provisioned: ProvisionedEpisode) -> Sequence[ActionRecord]:
@@ -802,7 +827,7 @@ class Scheduler:
                     provisioned, env=attrs.evolve(provisioned.env, browser=browser.page)
                 )
             if spec.arm in self._cdp_arms:
-                cdp = await self._open_cdp()
+                cdp = await self._open_cdp(provisioned.env.channels)
                 provisioned = attrs.evolve(
                     provisioned, env=attrs.evolve(provisioned.env, browser_cdp=cdp.url)
                 )
@@ -888,10 +913,15 @@ class Scheduler:
         assert self._browsers is not None
         return await self._open_within(self._browsers.open, "browser page")
 
-    async def _open_cdp(self) -> CdpEpisode:
-        """A fresh context and its CDP endpoint for a protocol agent's episode."""
-        assert self._cdp is not None
-        return await self._open_within(self._cdp.open, "browser context")
+    async def _open_cdp(self, channels: Mapping[str, str]) -> CdpEpisode:
+        """A fresh context and its CDP endpoint for a protocol agent's episode, limited
+        to the product's origins (those of its channels' URLs)."""
+        from effectbench.browser.policy import OriginPolicy
+
+        hub = self._cdp
+        assert hub is not None
+        policy = OriginPolicy.of_channels(channels)
+        return await self._open_within(lambda: hub.open(policy), "browser context")
 
     async def _open_within(self, open_: Callable[[], Awaitable[_T]], what: str) -> _T:
         """``open_()`` within the provider timeout; a failure or a timeout is an
@@ -1001,6 +1031,7 @@ class Scheduler:
         env = provisioned.env
         telemetry: Telemetry = env.telemetry
         telemetry.screenshot_policy = self.options.screenshots
+        budget = telemetry.log_budget = LogBudget(self.options.agent_log_budget)
         view = TaskView.of(
             spec.task, spec.trial, episode_id=ep, params=spec.params, effect=spec.effect
         )
@@ -1026,6 +1057,13 @@ class Scheduler:
         if arm_error is None and not isinstance(report, AgentReport):
             arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"
 
+        if arm_error is None:
+            arm_error = _over_budget(budget, report)
+            if arm_error is not None:
+                arm_error = f"arm {spec.arm!r} {arm_error}"
+        calls, out_of_range = _bounded_calls(telemetry.model_calls)
+        if out_of_range is not None and arm_error is None:
+            arm_error = f"arm {spec.arm!r} recorded a model call out of range: {out_of_range}"
         await self._emit_telemetry(telemetry, ep)
         for injected in _injections(provisioned):
             await emit(*_typed(Injected(str(injected.kind), _json_safe(injected.detail))), ep)
@@ -1033,7 +1071,7 @@ class Scheduler:
             *_typed(
                 ArmTelemetry(
                     **_telemetry_data(
-                        price_calls(telemetry.model_calls, self.options.prices),
+                        price_calls(calls, self.options.prices),
                         _action_count(
                             len(telemetry.actions),
                             getattr(arm, "records_actions", False) is True,
