@@ -484,6 +484,8 @@ def _check(schema: dict[str, Any], value: Any, root: dict[str, Any], where: str 
         errors.append(f"{where}: {value!r} not in {schema['enum']}")
     if "minimum" in schema and type(value) in (int, float) and value < schema["minimum"]:
         errors.append(f"{where}: {value} < {schema['minimum']}")
+    if "maximum" in schema and type(value) in (int, float) and value > schema["maximum"]:
+        errors.append(f"{where}: {value} > {schema['maximum']}")
     if "pattern" in schema and isinstance(value, str):
         import re
 
@@ -512,7 +514,7 @@ def _check(schema: dict[str, Any], value: Any, root: dict[str, Any], where: str 
 KNOWN = {
     "$schema", "$id", "$ref", "$defs", "title", "description", "type", "required",
     "properties", "additionalProperties", "items", "oneOf", "const", "enum", "minimum",
-    "pattern",
+    "maximum", "pattern",
 }  # fmt: skip
 
 

@@ -37,6 +37,7 @@ import structlog
 
 from effectbench.agents import protocol, sandbox
 from effectbench.agents.sandbox import Containment
+from effectbench.core.agentlog import LogBudgetExceeded
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle, Telemetry
@@ -77,6 +78,10 @@ class AgentFailure(Exception):
 
 class AgentMalformed(AgentFailure):
     """A line that breaks the protocol (not JSON, wrong fields, too long, unknown episode)."""
+
+
+class AgentOverBudget(AgentMalformed):
+    """More bytes of actions and model calls than the episode's log budget allows."""
 
 
 class AgentTimeout(AgentFailure):
@@ -255,14 +260,23 @@ class _Conn:
         elif kind == "error":
             what = " ".join(str(msg.get("message", "")).split())[:300] or "no reason given"
             slot.finish(error=AgentGaveUp(f"the agent gave up on the episode: {what}"))
-        elif kind == "action":
+        else:
+            self._record(slot, kind, msg)
+
+    @staticmethod
+    def _record(slot: _Slot, kind: str, msg: dict[str, Any]) -> None:
+        """An action or a model call into the episode's telemetry, within its limits."""
+        try:
+            if kind == "model_call":
+                slot.telemetry.model_call(protocol.to_model_call(msg))
+                return
             slot.actions += 1
             if slot.actions > MAX_ACTIONS:
                 slot.finish(error=AgentMalformed(f"the agent sent more than {MAX_ACTIONS} actions"))
                 return
             slot.telemetry.action(msg["kind"], **protocol.action_detail(msg))
-        else:
-            slot.telemetry.model_call(protocol.to_model_call(msg))
+        except LogBudgetExceeded as exc:
+            slot.finish(error=AgentOverBudget(str(exc).replace("the arm", "the agent", 1)))
 
     def kill(self) -> None:
         """SIGKILL the process group (a plain subprocess's children too); a sandbox's
@@ -545,6 +559,7 @@ __all__ = [
     "AgentFailure",
     "AgentGaveUp",
     "AgentMalformed",
+    "AgentOverBudget",
     "AgentStartFailed",
     "AgentTimeout",
     "ContainmentUnavailable",
