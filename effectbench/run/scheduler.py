@@ -263,27 +263,33 @@ def _action_count(n_actions: int, counts_actions: bool) -> int | None:
 
 
 def _telemetry_data(
-    calls: Sequence[ModelCall], n_actions: int | None, counts_model: bool = False
+    calls: Sequence[ModelCall],
+    n_actions: int | None,
+    counts_model: bool = False,
+    failed: bool = False,
 ) -> dict[str, Any]:
     """The episode.telemetry event. ``actions`` is the count :func:`_action_count` gives;
     the model fields are null unless the arm made a call or declares that it counts them
-    (``uses_model``), when none counted is 0 (docs/metrics.md)."""
+    (``uses_model``), when none counted is 0 (docs/metrics.md). An arm that ``failed``
+    (raised, timed out) may have died inside a call whose usage nobody reported: its
+    tokens and cost are null, never a sum that leaves that call out nor a made-up 0."""
     if not calls and counts_model:
         return {
             "model_calls": 0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cost_usd": 0.0,
+            "input_tokens": None if failed else 0,
+            "output_tokens": None if failed else 0,
+            "cost_usd": None if failed else 0.0,
             "actions": n_actions,
             "model_latency_ms": 0.0,
-            "cost_source": "arm",
+            "cost_source": None if failed else "arm",
             "model_call_latency_ms": [],
         }
+    known = not failed
     data: dict[str, Any] = {
         "model_calls": len(calls) if calls else None,
-        "input_tokens": _sum_known(c.input_tokens for c in calls),
-        "output_tokens": _sum_known(c.output_tokens for c in calls),
-        "cost_usd": _sum_known(c.cost_usd for c in calls),
+        "input_tokens": _sum_known(c.input_tokens for c in calls) if known else None,
+        "output_tokens": _sum_known(c.output_tokens for c in calls) if known else None,
+        "cost_usd": _sum_known(c.cost_usd for c in calls) if known else None,
         "actions": n_actions,
     }
     if calls:  # only then, so a log without model calls keeps its bytes
@@ -826,7 +832,7 @@ class Scheduler:
                     provisioned, env=attrs.evolve(provisioned.env, browser=browser.page)
                 )
             if spec.arm in self._cdp_arms:
-                cdp = await self._open_cdp()
+                cdp = await self._open_cdp(provisioned.env.channels)
                 provisioned = attrs.evolve(
                     provisioned, env=attrs.evolve(provisioned.env, browser_cdp=cdp.url)
                 )
@@ -912,10 +918,15 @@ class Scheduler:
         assert self._browsers is not None
         return await self._open_within(self._browsers.open, "browser page")
 
-    async def _open_cdp(self) -> CdpEpisode:
-        """A fresh context and its CDP endpoint for a protocol agent's episode."""
-        assert self._cdp is not None
-        return await self._open_within(self._cdp.open, "browser context")
+    async def _open_cdp(self, channels: Mapping[str, str]) -> CdpEpisode:
+        """A fresh context and its CDP endpoint for a protocol agent's episode, limited
+        to the product's origins (those of its channels' URLs)."""
+        from effectbench.browser.policy import OriginPolicy
+
+        hub = self._cdp
+        assert hub is not None
+        policy = OriginPolicy.of_channels(channels)
+        return await self._open_within(lambda: hub.open(policy), "browser context")
 
     async def _open_within(self, open_: Callable[[], Awaitable[_T]], what: str) -> _T:
         """``open_()`` within the provider timeout; a failure or a timeout is an
@@ -1071,6 +1082,7 @@ class Scheduler:
                             getattr(arm, "records_actions", False) is True,
                         ),
                         counts_model=getattr(arm, "uses_model", False) is True,
+                        failed=arm_error is not None,
                     )
                 )
             ),
