@@ -29,7 +29,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -194,10 +194,15 @@ def load_resume_state(log_path: Path) -> ResumeState:
     )
 
 
-def _one_line(exc: BaseException) -> str:
+_ARM_REASON_MAX: Final = 5_120
+"""An arm's failure reason may be longer than other errors: a protocol agent's carries
+the last 4 KiB of its stderr (the real error, not only its last line)."""
+
+
+def _one_line(exc: BaseException, limit: int = 500) -> str:
     text = " ".join(str(exc).split())
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line if len(line) <= 500 else line[:497] + "..."
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _snapshot_data(snapshot: Snapshot) -> dict[str, Any]:
@@ -1050,7 +1055,7 @@ class Scheduler:
             await _reraise_if_stopping()
             arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
         except Exception as exc:  # noqa: BLE001 - whatever the arm raises is an agent failure
-            arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
+            arm_error = f"arm {spec.arm!r} raised {_one_line(exc, _ARM_REASON_MAX)}"
         if limit.cancelled_caught:
             arm_error = f"arm {spec.arm!r} ran past the episode timeout of {timeout:g}s"
         wall_ms = (time.perf_counter() - t0) * 1000.0
