@@ -29,7 +29,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -194,10 +194,15 @@ def load_resume_state(log_path: Path) -> ResumeState:
     )
 
 
-def _one_line(exc: BaseException) -> str:
+_ARM_REASON_MAX: Final = 5_120
+"""An arm's failure reason may be longer than other errors: a protocol agent's carries
+the last 4 KiB of its stderr (the real error, not only its last line)."""
+
+
+def _one_line(exc: BaseException, limit: int = 500) -> str:
     text = " ".join(str(exc).split())
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line if len(line) <= 500 else line[:497] + "..."
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _snapshot_data(snapshot: Snapshot) -> dict[str, Any]:
@@ -258,27 +263,33 @@ def _action_count(n_actions: int, counts_actions: bool) -> int | None:
 
 
 def _telemetry_data(
-    calls: Sequence[ModelCall], n_actions: int | None, counts_model: bool = False
+    calls: Sequence[ModelCall],
+    n_actions: int | None,
+    counts_model: bool = False,
+    failed: bool = False,
 ) -> dict[str, Any]:
     """The episode.telemetry event. ``actions`` is the count :func:`_action_count` gives;
     the model fields are null unless the arm made a call or declares that it counts them
-    (``uses_model``), when none counted is 0 (docs/metrics.md)."""
+    (``uses_model``), when none counted is 0 (docs/metrics.md). An arm that ``failed``
+    (raised, timed out) may have died inside a call whose usage nobody reported: its
+    tokens and cost are null, never a sum that leaves that call out nor a made-up 0."""
     if not calls and counts_model:
         return {
             "model_calls": 0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cost_usd": 0.0,
+            "input_tokens": None if failed else 0,
+            "output_tokens": None if failed else 0,
+            "cost_usd": None if failed else 0.0,
             "actions": n_actions,
             "model_latency_ms": 0.0,
-            "cost_source": "arm",
+            "cost_source": None if failed else "arm",
             "model_call_latency_ms": [],
         }
+    known = not failed
     data: dict[str, Any] = {
         "model_calls": len(calls) if calls else None,
-        "input_tokens": _sum_known(c.input_tokens for c in calls),
-        "output_tokens": _sum_known(c.output_tokens for c in calls),
-        "cost_usd": _sum_known(c.cost_usd for c in calls),
+        "input_tokens": _sum_known(c.input_tokens for c in calls) if known else None,
+        "output_tokens": _sum_known(c.output_tokens for c in calls) if known else None,
+        "cost_usd": _sum_known(c.cost_usd for c in calls) if known else None,
         "actions": n_actions,
     }
     if calls:  # only then, so a log without model calls keeps its bytes
@@ -1044,7 +1055,7 @@ class Scheduler:
             await _reraise_if_stopping()
             arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
         except Exception as exc:  # noqa: BLE001 - whatever the arm raises is an agent failure
-            arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
+            arm_error = f"arm {spec.arm!r} raised {_one_line(exc, _ARM_REASON_MAX)}"
         if limit.cancelled_caught:
             arm_error = f"arm {spec.arm!r} ran past the episode timeout of {timeout:g}s"
         wall_ms = (time.perf_counter() - t0) * 1000.0
@@ -1071,6 +1082,7 @@ class Scheduler:
                             getattr(arm, "records_actions", False) is True,
                         ),
                         counts_model=getattr(arm, "uses_model", False) is True,
+                        failed=arm_error is not None,
                     )
                 )
             ),
