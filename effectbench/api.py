@@ -296,6 +296,7 @@ async def execute(
     provider_options: Mapping[str, str] | None = None,
     executor: str = "local",
     prices: PriceTable | str | os.PathLike[str] | None = None,
+    worker_timeout: float = DEFAULTS.worker_timeout,
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
@@ -321,6 +322,7 @@ async def execute(
             provider_timeout=provider_timeout,
             handle_signals=handle_signals,
             screenshots=screenshots,  # type: ignore[arg-type]  # validated here
+            worker_timeout=worker_timeout,
         )
     except OptionsError as exc:
         raise RunError(str(exc)) from exc  # the cause names the option for the CLI
