@@ -297,6 +297,7 @@ async def execute(
     executor: str = "local",
     prices: PriceTable | str | os.PathLike[str] | None = None,
     worker_timeout: float = DEFAULTS.worker_timeout,
+    agent_log_budget: int = DEFAULTS.agent_log_budget,
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
@@ -308,7 +309,8 @@ async def execute(
     optional ``preflight``, which runs before anything is written (see ``_preflight``).
     ``isolate``: None contains protocol agents where the host can, True requires it, False never.
     ``prices`` (``--prices FILE``, or a PriceTable) prices model calls whose arm gave no cost; a
-    bad file raises PriceTableError before anything is written."""
+    bad file raises PriceTableError before anything is written. ``agent_log_budget``
+    (``--agent-log-budget``): bytes an arm may put into the log per episode."""
     if registry is None:
         from effectbench.run.registry import Registry
 
@@ -323,6 +325,7 @@ async def execute(
             handle_signals=handle_signals,
             screenshots=screenshots,  # type: ignore[arg-type]  # validated here
             worker_timeout=worker_timeout,
+            agent_log_budget=agent_log_budget,
         )
     except OptionsError as exc:
         raise RunError(str(exc)) from exc  # the cause names the option for the CLI

@@ -484,6 +484,8 @@ def _check(schema: dict[str, Any], value: Any, root: dict[str, Any], where: str 
         errors.append(f"{where}: {value!r} not in {schema['enum']}")
     if "minimum" in schema and type(value) in (int, float) and value < schema["minimum"]:
         errors.append(f"{where}: {value} < {schema['minimum']}")
+    if "maximum" in schema and type(value) in (int, float) and value > schema["maximum"]:
+        errors.append(f"{where}: {value} > {schema['maximum']}")
     if "pattern" in schema and isinstance(value, str):
         import re
 
@@ -512,7 +514,7 @@ def _check(schema: dict[str, Any], value: Any, root: dict[str, Any], where: str 
 KNOWN = {
     "$schema", "$id", "$ref", "$defs", "title", "description", "type", "required",
     "properties", "additionalProperties", "items", "oneOf", "const", "enum", "minimum",
-    "pattern",
+    "maximum", "pattern",
 }  # fmt: skip
 
 
@@ -576,6 +578,9 @@ def test_logged_lines_validate_against_the_schema(tmp_path: Path) -> None:
         ev.EpisodeFailed(FailureClass.AGENT, "arm", "x"),
         ev.EpisodeAbandoned("resume"),
         ev.Injected("proxy.partial", {"path": "/tp/issue", "forwarded": 1}),
+        ev.MutationPlanned(True, "", ({"table": "orders", "kind": "null"},), ("orders row 1",)),
+        ev.MutationRead(0, {"table": "orders"}, "applied", "orders.note null", None, snapshot),
+        ev.MutationRead(1, {"table": "orders"}, "refused", "NOT NULL"),
     ]
     path = tmp_path / "run.jsonl"
     write_events_sync(path, [event_entry(e, EP) for e in all_types])
@@ -618,9 +623,13 @@ def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: 
     diffs = tmp_path / "diffs"  # the reference reads come from reference-mode diffs
     _cli("run", "--provider", "mockmed-diff", "--trials", "1", "--arm", "screen_only",
          "--task", "*-ref-*", "--out", str(diffs))  # fmt: skip
+    audit = tmp_path / "audit"  # the mutation audit's reads come from an audit's reference
+    run_cli("audit", "--provider", "mockmed", "--trials", "1", "--task", "mockmed::ok",
+            "--out", str(audit))  # fmt: skip
     schema = load_event_schema()
     seen = set()
-    logs = (log, timed_out / "events.jsonl", proxied / "events.jsonl", diffs / "events.jsonl")
+    logs = (log, timed_out / "events.jsonl", proxied / "events.jsonl", diffs / "events.jsonl",
+            audit / "events.jsonl")  # fmt: skip
     for path in logs:
         assert_every_line_is_a_typed_event(path)
         for raw in lines_of(path):

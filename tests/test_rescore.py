@@ -4,6 +4,7 @@ is killed."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -48,7 +49,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _files(run: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(run.iterdir())}
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
 
 
 # --------------------------------------------------------------------------- tampering
@@ -251,12 +252,13 @@ def _wait_for(what: str, ready: Callable[[], bool]) -> None:
         time.sleep(0.005)
 
 
-def test_rescore_refuses_a_live_run_and_writes_nothing(tmp_path: Path) -> None:
-    run = tmp_path / "live"
+@contextlib.contextmanager
+def _hanging_run(run: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real run whose arm hangs, from its arm's start until the block ends (then killed)."""
     live = subprocess.Popen(
         [*effectbench_command(), "run", "--provider", "effectbench.testing:InMemoryProvider",
          "--arm", "effectbench.testing:HangingArm", "--trials", "1", "--out", str(run), "-q"],
-        cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=run.parent, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         log = run / "events.jsonl"
@@ -264,19 +266,38 @@ def test_rescore_refuses_a_live_run_and_writes_nothing(tmp_path: Path) -> None:
             "the run's arm to start", lambda: log.is_file() and b"arm_started" in log.read_bytes()
         )
         assert run_lock_held(log)
+        yield live
+        assert live.poll() is None, "the run ended before the check"
+    finally:
+        live.kill()
+        live.wait(timeout=DEADLINE)
+    assert not run_lock_held(log)
+
+
+def test_rescore_refuses_a_live_run_and_writes_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "live"
+    with _hanging_run(run):
         before = _files(run)
         proc = _cli("rescore", str(run), cwd=tmp_path)
         assert proc.returncode == 2, (proc.stdout, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "in use by a run" in lines[0], proc.stderr
         assert _files(run) == before
-        assert live.poll() is None, "the run ended before the check"
-    finally:
-        live.kill()
-        live.wait(timeout=DEADLINE)
-    assert not run_lock_held(run / "events.jsonl")
     proc = _cli("rescore", str(run), cwd=tmp_path)  # killed: now it is one to resume
     assert proc.returncode == 2 and "--resume" in proc.stderr
+
+
+def test_verify_of_a_live_run_says_it_is_live(tmp_path: Path) -> None:
+    """Not "interrupted, continue it with --resume": a resume of a live run is refused."""
+    run = tmp_path / "live"
+    with _hanging_run(run):
+        proc = _cli("verify", str(run), cwd=tmp_path)
+        assert proc.returncode == 1, (proc.stdout, proc.stderr)
+        assert "the run is live" in proc.stdout, proc.stdout
+        assert "--resume" not in proc.stdout and "interrupted" not in proc.stdout, proc.stdout
+    proc = _cli("verify", str(run), cwd=tmp_path)  # killed: now it is one to resume
+    assert proc.returncode == 1
+    assert "the run is live" not in proc.stdout and "--resume" in proc.stdout, proc.stdout
 
 
 # --------------------------------------------------------------------------- killing a rescore
@@ -394,3 +415,61 @@ def test_killing_rescore_leaves_no_worker_and_closes_stderr(
                 os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=DEADLINE)
     assert b"Traceback" not in err
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+class _ShootingArm(ScriptedArm):
+    """The scripted arm, plus one screenshot per episode (any bytes: blobs are opaque)."""
+
+    name = "shooting"
+
+    async def run(self, task: Any, env: Any) -> Any:
+        env.telemetry.screenshot(f"png of {task.episode_id}".encode(), "final")
+        return await super().run(task, env)
+
+
+@pytest.fixture(scope="module")
+def shot_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = evaluate_provider(
+        [_ShootingArm()],
+        InMemoryProvider(("ok", "phantom")),
+        trials=2,
+        out=tmp_path_factory.mktemp("shots") / "run",
+        report=False,
+    )
+    return run.run_dir
+
+
+def test_rescore_refuses_an_edited_screenshot_as_verify_does(
+    shot_run: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(shot_run, run)
+    blobs = sorted((run / "blobs" / "sha256").iterdir())
+    assert len(blobs) == 4
+    blobs[1].write_bytes(b"a different picture")
+    reasons = verify_run(run).reasons
+    assert any("screenshot" in r and "does not match its hash" in r for r in reasons)
+    before = _files(run)
+    for workers in (1, 2):  # the one-process and the sharded pass
+        with pytest.raises(ArtifactError, match="does not match its hash"):
+            rescore_artifacts(run, workers=workers, attest=attestations)
+        assert _files(run) == before, "a refused rescore wrote something"
+    proc = _cli("rescore", str(run), cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "screenshot" in proc.stderr and "--allow-incomplete" in proc.stderr, proc.stderr
+    blobs[2].unlink()
+    with pytest.raises(ArtifactError, match=r"\(and 1 more\)"):
+        rescore_artifacts(run, attest=attestations)
+    built = rescore_artifacts(run, allow_incomplete=True, attest=attestations)
+    assert built.incomplete is not None and "screenshot" in built.incomplete
+    assert not verify_run(run).ok
+
+
+def test_rescore_of_a_run_with_intact_screenshots_is_byte_identical(shot_run: Path) -> None:
+    before = _files(shot_run)
+    for workers in (1, 2):
+        assert rescore_artifacts(shot_run, workers=workers, attest=attestations).incomplete is None
+        assert _files(shot_run) == before

@@ -29,6 +29,13 @@ class SilentArm(NoopArm):
     name = "silent"
 
 
+class IdleActorArm(NoopArm):
+    """Declares that it records every action it takes, and took none: 0, not null."""
+
+    name = "idle_actor"
+    records_actions = True
+
+
 class IdleModelArm(NoopArm):
     """A model arm that decided without calling its model: it counts, and counted none."""
 
@@ -86,16 +93,18 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
 
 
 def test_null_is_no_source_and_zero_is_counted_none(tmp_path: Path) -> None:
-    run_dir = _run(tmp_path, [SilentArm(), IdleModelArm()])
+    run_dir = _run(tmp_path, [SilentArm(), IdleModelArm(), IdleActorArm()])
     rows = _rows(run_dir)
-    for row in rows["silent"]:  # the harness's recorder counts actions for every arm
+    for row in rows["silent"]:  # drives nothing through the recorder: no source of actions
         t = row["telemetry"]
-        assert t["actions"] == 0
+        assert t["actions"] is None
         assert (t["model_calls"], t["input_tokens"], t["cost_usd"]) == (None, None, None)
+    for row in rows["idle_actor"]:  # declares it records its actions: 0, not null
+        assert row["telemetry"]["actions"] == 0
     for row in rows["idle_model"]:  # declares it counts its model calls: 0, not null
         t = row["telemetry"]
         assert (t["actions"], t["model_calls"], t["input_tokens"], t["output_tokens"]) == (
-            0,
+            None,
             0,
             0,
             0,
@@ -106,7 +115,8 @@ def test_null_is_no_source_and_zero_is_counted_none(tmp_path: Path) -> None:
     assert tel["idle_model"]["telemetry"]["model_calls"] == {
         "count": 3, "mean": 0.0, "p50": 0.0, "p90": 0.0, "p95": 0.0
     }  # fmt: skip
-    assert tel["idle_model"]["telemetry"]["actions"]["mean"] == 0.0
+    assert tel["idle_model"]["telemetry"]["actions"]["count"] == 0
+    assert tel["idle_actor"]["telemetry"]["actions"]["mean"] == 0.0
     assert verify_run(run_dir).ok
 
 

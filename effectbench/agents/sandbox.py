@@ -2,7 +2,8 @@
 
 The sandbox gives the agent process its own mount, PID, IPC, UTS and user namespaces:
 a read-only view of the system's programs and libraries (``/usr`` and the merged-usr
-links, a few files of ``/etc``), its own program files read-only, a private tmpfs as
+links, a few files of ``/etc``), its own program files read-only (its venv, install
+prefixes and ``node_modules``: ``effectbench.agents.prefixes``), a private tmpfs as
 scratch (``/tmp``, also ``$HOME`` and the working directory), a fresh ``/proc`` that
 shows only its own processes, and a minimal ``/dev``. Nothing else of the host is
 mounted: not the run directory, not ``/dev/shm`` or the host's ``/tmp`` (where
@@ -19,11 +20,13 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 import attrs
+
+from effectbench.agents.prefixes import SHARED_DIRS, absolute_argv, program_paths
 
 NOBODY: Final = 65534
 SCRATCH: Final = "/tmp"
@@ -40,11 +43,6 @@ _ETC: Final = (
 )
 _TOP_LEVEL: Final = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SAFE_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
-SHARED_DIRS: Final = frozenset(
-    ("/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/run", "/proc", "/home", "/root", "/etc")
-)
-"""Directories never mounted whole as an agent's program directory (they hold other
-users' and the harness's files); a script directly inside one is mounted alone."""
 
 
 @attrs.frozen
@@ -75,29 +73,6 @@ def _ro_binds(paths: Iterable[str]) -> list[str]:
     return args
 
 
-def program_paths(argv: Sequence[str]) -> list[str]:
-    """Host paths the agent's own program needs read-only: the directory of every
-    argument naming an existing file (its script), and the install prefix of an
-    interpreter that lives outside /usr (e.g. a pyenv or uv Python). An argument naming
-    a directory is not mounted: it is data the agent is told about, not its program."""
-    paths: list[str] = []
-    for i, arg in enumerate(argv):
-        found = shutil.which(arg) if i == 0 and "/" not in arg else None
-        candidate = Path(found or arg)
-        if not candidate.is_file():
-            continue
-        real = candidate.resolve()
-        if str(real).startswith("/usr/"):
-            continue
-        if i == 0 and real.parent.name == "bin":
-            paths.append(str(real.parent.parent))  # the interpreter's prefix (its stdlib)
-        elif str(real.parent) in SHARED_DIRS:
-            paths.append(str(real))  # a script loose in /tmp and the like: only the file
-        else:
-            paths.append(str(real.parent))
-    return paths
-
-
 def let_nobody_reach(paths: Iterable[str]) -> None:
     """Give "others" search (x) permission on every parent of ``paths`` (root only).
 
@@ -115,36 +90,53 @@ def let_nobody_reach(paths: Iterable[str]) -> None:
                 parent.chmod(mode | 0o001)
 
 
-def absolute_argv(argv: Sequence[str]) -> list[str]:
-    """The command with its program resolved on PATH and file arguments made absolute,
-    so it runs the same inside the sandbox, whose working directory is the scratch dir."""
-    out: list[str] = []
-    for i, arg in enumerate(argv):
-        if i == 0 and "/" not in arg:
-            found = shutil.which(arg)
-            out.append(found if found is not None else arg)
-        elif not arg.startswith("-") and Path(arg).exists():
-            out.append(str(Path(arg).resolve()))
-        else:
-            out.append(arg)
-    return out
+@attrs.frozen
+class Profile:
+    """What one kind of sandboxed program gets beyond the common base (the system's
+    programs and libraries read-only, a private ``/tmp``, ``/proc``, a minimal ``/dev``).
+
+    ``etc``: extra files of ``/etc`` read-only; ``tmpfs``: extra private, writable
+    directories (a browser's profile and its ``/dev/shm``); ``pdeathsig``: the dropped
+    process asks for SIGKILL when its parent dies (setpriv clears what was asked before
+    it changed the uid), for programs whose launcher relies on it."""
+
+    name: str
+    etc: tuple[str, ...] = ()
+    tmpfs: tuple[str, ...] = ()
+    pdeathsig: bool = False
 
 
-def wrap(
+AGENT: Final = Profile("agent")
+BROWSER: Final = Profile(
+    "browser",
+    etc=("/etc/fonts", "/etc/chromium", "/etc/chromium.d"),
+    tmpfs=("/dev/shm",),
+    pdeathsig=True,
+)
+"""Chromium: fontconfig and Debian's launcher settings read-only, and its own empty
+``/dev/shm`` (never the host's, where MockMed keeps episode databases)."""
+
+
+def sandbox_argv(
     containment: Containment,
     argv: Sequence[str],
     *,
+    profile: Profile = AGENT,
     hide: Sequence[str] = (),
-    env: dict[str, str] | None = None,
+    scratch: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The command line that runs ``argv`` inside the sandbox. ``hide`` are host
-    directories (the run directory) masked with an empty tmpfs should a program
-    directory contain them."""
+    """The command line that runs ``argv`` inside the sandbox, as nobody, for one
+    ``profile``. ``hide`` are host directories (the run directory) masked with an empty
+    tmpfs should a program directory contain them; ``scratch`` are more private,
+    writable directories (paths inside the sandbox, e.g. a browser's profile)."""
     assert containment.available and containment.bwrap is not None
     argv = absolute_argv(argv)
     prefix: list[str] = []
     if containment.setpriv is not None:
         prefix = [containment.setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        if profile.pdeathsig:
+            prefix.append("--pdeathsig=KILL")
     programs = program_paths(argv)
     if containment.setpriv is not None:
         let_nobody_reach(programs)
@@ -161,6 +153,9 @@ def wrap(
         **(env or {}),
     }.items():
         setenv += ["--setenv", key, value]
+    private: list[str] = []
+    for d in dict.fromkeys((*profile.tmpfs, *scratch)):
+        private += ["--tmpfs", d]
     return [
         *prefix,
         containment.bwrap,
@@ -177,18 +172,32 @@ def wrap(
         *setenv,
         "--ro-bind", "/usr", "/usr",
         *_top_level_args(),
-        *_ro_binds(_ETC),
+        *_ro_binds((*_ETC, *profile.etc)),
         "--tmpfs", SCRATCH,  # before the program binds, so a program under /tmp stays visible
         *_ro_binds(programs),
         *masks,
         "--proc", "/proc",
         "--dev", "/dev",
+        *private,
         "--chdir", SCRATCH,
         "--remount-ro", "/dev",
         "--remount-ro", "/",
         "--",
         *argv,
     ]  # fmt: skip
+
+
+def wrap(
+    containment: Containment,
+    argv: Sequence[str],
+    *,
+    hide: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> list[str]:
+    """The command line that runs an agent's ``argv`` inside the sandbox (profile
+    ``AGENT``). ``hide`` are host directories (the run directory) masked with an empty
+    tmpfs should a program directory contain them."""
+    return sandbox_argv(containment, argv, profile=AGENT, hide=hide, env=env)
 
 
 @functools.cache
@@ -226,4 +235,16 @@ def probe() -> Containment:
     return trial
 
 
-__all__ = ["Containment", "absolute_argv", "let_nobody_reach", "probe", "program_paths", "wrap"]
+__all__ = [
+    "AGENT",
+    "BROWSER",
+    "SHARED_DIRS",
+    "Containment",
+    "Profile",
+    "absolute_argv",
+    "let_nobody_reach",
+    "probe",
+    "program_paths",
+    "sandbox_argv",
+    "wrap",
+]

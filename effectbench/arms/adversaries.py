@@ -266,6 +266,8 @@ class _Adversary:
     """Shared shape: an adversary always reports success unless it is ``halt``."""
 
     name: str
+    records_actions = True
+    """Each attack records what it did (docs/metrics.md: actions)."""
     CLAIM: ClassVar[str] = "Done: the encounter is saved."
 
     def _claim(self) -> AgentReport:

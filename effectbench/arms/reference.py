@@ -44,6 +44,14 @@ class ReferenceArm:
     reports success; halts with nothing written when the task offers no solution."""
 
     name: str = REFERENCE_NAME
+    records_actions = True
+    """Every episode records what it did: a count of 0 would be counted, not unknown."""
+
+    def __init__(self, *, mutation_audit: bool = False) -> None:
+        self.mutation_audit = mutation_audit
+        """Asks the harness to mutation-test the task's oracle after this arm's first
+        trial (``effectbench audit`` sets it; run/mutate.py). The arm itself never
+        touches the store: the harness does, on twins of its own."""
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         why = cannot_act(task, env)

@@ -76,6 +76,24 @@ def _positive_int(name: str) -> Any:
     return check
 
 
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _byte_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """``4194304``, ``4M``, ``512K``, ``1G`` (binary units; a trailing ``iB`` or ``B`` is
+    allowed) as a number of bytes."""
+    if value is None:
+        return None
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = text[-1:] if text[-1:] in ("K", "M", "G") else ""
+    digits = text[: len(text) - len(unit)]
+    if not digits.isdigit():
+        raise click.BadParameter(
+            f"must be a number of bytes such as 4194304, 512K or 4M, got {value!r}"
+        )
+    return int(digits) * _UNITS[unit]
+
+
 def _concurrency_option(default: int) -> Callable[[_F], _F]:
     return click.option(
         "--concurrency",
@@ -211,6 +229,13 @@ def _given(ctx: click.Context, name: str) -> bool:
     help="Price table (JSON: version, model -> USD per 1M input/output tokens) that prices "
     "model calls whose arm reported no cost.",
 )
+@click.option(
+    "--agent-log-budget",
+    callback=_byte_size,
+    metavar="BYTES",
+    help="Bytes an arm may put into the log per episode (actions, model calls, its report's "
+    "message), e.g. 4M or 512K; past it the episode is an agent failure. [default: 4M]",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -233,6 +258,7 @@ def run(
     executor: str,
     worker_timeout: float,
     prices: Path | None,
+    agent_log_budget: int | None,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -240,12 +266,14 @@ def run(
     """Run arms on a provider's tasks and score them."""
     from effectbench.run.options import OptionsError, RunOptions
 
+    budget = DEFAULTS.agent_log_budget if agent_log_budget is None else agent_log_budget
     try:
         RunOptions(
             episode_timeout=episode_timeout,
             oracle_retries=oracle_retries,
             provider_timeout=provider_timeout,
             worker_timeout=worker_timeout,
+            agent_log_budget=budget,
         )
     except OptionsError as exc:
         _fail(flag_message(exc))
@@ -285,6 +313,7 @@ def run(
         report=not no_report,
         provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
         prices=prices,
+        agent_log_budget=budget,
         **kwargs,
     )
 
@@ -801,7 +830,8 @@ def _report(raw: BaseException, debug: bool) -> int:
         message = os_error_line(err)
     if isinstance(err, (*_user_error_types(), OSError)):
         click.echo(f"effectbench: error: {message}", err=True)
-        return EXIT_USAGE
+        code = getattr(err, "exit_code", EXIT_USAGE)  # an error with its own (core/exitcodes.py)
+        return int(code) if isinstance(code, int) else EXIT_USAGE
     click.echo(
         f"effectbench: internal error: {type(err).__name__}: {message} (rerun with --debug for a "
         "traceback)",

@@ -49,13 +49,26 @@ def _apply(fmt: LogFormat, verbosity: int) -> None:
         shared.append(structlog.processors.format_exc_info)
         renderer = structlog.processors.JSONRenderer()
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty(), exception_formatter=_exception_formatter()
+        )
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def _exception_formatter() -> Any:
+    """Tracebacks never show the frames' locals (a DSN's password, an API key, an
+    episode's token). On a terminal rich draws them; otherwise they are Python's own
+    text, whose lines depend on neither the terminal's width nor the paths' length."""
+    import structlog
+
+    if sys.stderr.isatty() and importlib.util.find_spec("rich") is not None:
+        return structlog.dev.RichTracebackFormatter(show_locals=False)
+    return structlog.dev.plain_traceback
 
 
 class _OnImport(importlib.abc.MetaPathFinder):

@@ -198,6 +198,25 @@ def _not_as_recorded(lp: LogPass, record: _RunRecord | None, run_dir: Path) -> s
     )
 
 
+def _edited_evidence(lp: LogPass, run_dir: Path) -> str | None:
+    """Why an evidence blob the log cites (a screenshot) is not the one recorded, as the
+    verifier checks it (effectbench.evidence.check_blob); None when every one is."""
+    from effectbench.evidence import check_blob
+
+    bad = []
+    for (digest, path), seq in sorted(lp.facts.cited.items(), key=lambda kv: kv[1]):
+        why = check_blob(run_dir, {"sha256": digest, "path": path})
+        if why is not None:
+            bad.append(f"event #{seq}: screenshot {why}")
+    if not bad:
+        return None
+    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+    return (
+        f"{run_dir} holds evidence that is not what its log recorded: {bad[0]}{more}; "
+        "restore the blob from the original run directory"
+    )
+
+
 def build_artifacts(
     run_dir: str | os.PathLike[str],
     *,
@@ -279,7 +298,9 @@ def _build(
         plan = lp.facts.plan_facts()
         record, incomplete = _RunRecord.of(lp), None
         if rescore is not None:
-            incomplete = _not_as_recorded(lp, rescore.record, run_dir)
+            incomplete = _not_as_recorded(lp, rescore.record, run_dir) or _edited_evidence(
+                lp, run_dir
+            )
             if incomplete is not None and not rescore.allow_incomplete:
                 raise ArtifactError(incomplete + _ANYWAY)
             record = rescore.record or _NO_RECORD

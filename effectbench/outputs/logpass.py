@@ -15,7 +15,7 @@ import attrs
 import orjson
 
 from effectbench.core.errors import ArtifactError
-from effectbench.core.events import RunFinished, RunResumed, RunStarted
+from effectbench.core.events import ArmScreenshot, RunFinished, RunResumed, RunStarted
 from effectbench.core.rundir import LOG_FILE
 from effectbench.log.reader import LoggedEvent, read_log
 from effectbench.outputs.manifest import task_entry
@@ -66,14 +66,26 @@ class RunFacts:
     finished: Mapping[str, Any] | None = None
     finished_seq: int = -1
     """seq of the last run.finished: the log ends with its run only if it is the last event."""
+    cited: dict[tuple[str, str], int] = attrs.field(factory=dict)
+    """Every evidence blob an episode.screenshot cites, as (sha256, path), with the seq of
+    its first citation: what a rescore checks against the files (effectbench.evidence)."""
 
     def tap(self, events: Iterator[LoggedEvent]) -> Iterator[LoggedEvent]:
+        shot = ArmScreenshot.TYPE
         for ev in events:
             if ev.ep is None:
                 self.see(ev)
             elif self.started is None:
                 self.too_early(ev)
+            elif ev.type == shot:
+                self.cite(ev.seq, ev.data)
             yield ev
+
+    def cite(self, seq: int, data: Mapping[str, Any]) -> None:
+        """Note the blob an episode.screenshot event (``data``) cites."""
+        key = (str(data.get("sha256")), str(data.get("path")))
+        if key not in self.cited:
+            self.cited[key] = seq
 
     def see(self, ev: LoggedEvent) -> None:
         """Take one run-level event (``ep`` is None), as tap does."""

@@ -46,7 +46,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from effectbench.core.events import EpisodePlanned, RunStarted
+from effectbench.core.events import ArmScreenshot, EpisodePlanned, RunStarted
 from effectbench.log.lines import CHUNK, GENESIS_HASH, check_line, event_of, links, read_line
 from effectbench.log.reader import warn_torn_tail
 from effectbench.outputs.logpass import LogPass, RunFacts, Spill
@@ -210,6 +210,7 @@ def _scan(path: Path, start: int, stop: int, end: int, root: Path, spill_file: A
     feed, live = proj.feed, proj.live
     skipped = part.skipped
     planned = EpisodePlanned.TYPE
+    shot = ArmScreenshot.TYPE
     folded = FOLDED
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -241,6 +242,8 @@ def _scan(path: Path, start: int, stop: int, end: int, root: Path, spill_file: A
                     feed(event)  # run.started names the scoring version
                 elif facts.started is None:
                     facts.too_early(read_line(line, n))
+                elif obj["type"] == shot:  # each line lies in one part: cited exactly once
+                    facts.cite(n, obj["data"])
                 elif not live(ep):
                     if obj["type"] != planned:
                         skipped.setdefault(ep, []).append(n)
@@ -321,6 +324,7 @@ def _export(part: _Part) -> dict[str, Any]:
         "resumes": part.facts.resumes,
         "finished": part.facts.finished,
         "finished_seq": part.facts.finished_seq,
+        "cited": list(part.facts.cited.items()),
         "records": 0,
         "slots": array("q"),
     }
@@ -427,6 +431,8 @@ def _merge(mine: _Part, part: dict[str, Any], spill_file: Any, root: Path) -> No
     """Fold a child's part into the parent's accumulator and spill (later record wins)."""
     facts = mine.facts
     facts.resumes.extend(part["resumes"])
+    for key, seq in part["cited"]:
+        facts.cited.setdefault(tuple(key), seq)
     if part["finished"] is not None:
         facts.finished, facts.finished_seq = part["finished"], part["finished_seq"]
     mine.episodes += part["episodes"]

@@ -63,6 +63,8 @@ class LlmArm:
 
     uses_model = True
     """It counts its model calls: an episode that made none records 0, not null."""
+    records_actions = True
+    """It acts only through its tools, each call recorded: no tool call is 0 actions."""
 
     def __init__(
         self,
