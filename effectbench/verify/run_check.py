@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
 import orjson
 
 from effectbench.audit.attest import attestations
@@ -38,6 +39,7 @@ from effectbench.outputs.artifacts import (
     build_artifacts,
     recompute_metrics_from_results,
 )
+from effectbench.outputs.coverage import recorded_threshold
 from effectbench.projections.metrics import MetricsError
 from effectbench.verify.claims import claim_notes
 from effectbench.verify.compare import (
@@ -51,6 +53,7 @@ from effectbench.verify.compare import (
     task_axis,
 )
 from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA, export_submission
+from effectbench.verify.seals import coverage_lines, uncontained_arms
 from effectbench.verify.submission import verify_submission
 
 __all__ = [
@@ -94,8 +97,9 @@ describe the machine that built it and may legitimately differ on another)."""
 
 def _plan_checks(
     run_dir: Path, verify_chain: bool, reasons: Reasons, known_bad_line: int | None = None
-) -> None:
-    """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan.
+) -> Mapping[str, Any]:
+    """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan;
+    returns the plan's ``arm_versions`` (what code each arm is), empty without a plan.
 
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
     from effectbench.core.codec import converter, structure_any_effect
@@ -107,11 +111,14 @@ def _plan_checks(
     source = LOG_FILE
     tasks: dict[str, TaskSpec] = {}
     expected_hash: dict[tuple[str, int], tuple[dict[str, str], str]] = {}
+    arm_versions: dict[str, Any] = {}
     try:
         events = iter(read_log(run_dir / LOG_FILE, verify=verify_chain))
         for ev in events:
             if ev.type == "run.started" and ev.ep is None:
                 plan = ev.data.get("plan") or {}
+                if isinstance(plan.get("arm_versions"), dict):
+                    arm_versions = dict(plan["arm_versions"])
                 if hash_identity(plan) != ev.data.get("plan_hash"):
                     reasons.add(
                         source,
@@ -121,7 +128,7 @@ def _plan_checks(
                     specs = [converter.structure(t, TaskSpec) for t in plan.get("tasks", ())]
                 except Exception as exc:  # noqa: BLE001 - untrusted log content
                     reasons.add(source, f"the plan's tasks cannot be rebuilt: {exc}")
-                    return
+                    return arm_versions
                 if pack_fingerprint(specs) != plan.get("pack_fingerprint"):
                     reasons.add(source, "pack fingerprint in the plan does not match its tasks")
                 if [t.task_id for t in specs] != list(plan.get("task_ids") or []):
@@ -130,7 +137,7 @@ def _plan_checks(
                 break
         else:
             reasons.add(source, "no run.started event: the log does not carry its plan")
-            return
+            return arm_versions
         terminated: set[str] = set()
         blobs: dict[tuple[str, str], str | None] = {}
         for ev in events:
@@ -204,6 +211,7 @@ def _plan_checks(
     except LogError as exc:
         if not (isinstance(exc, LogCorrupt) and exc.line_no == known_bad_line):
             reasons.add(source, f"cannot be read past {exc}")
+    return arm_versions
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
@@ -339,7 +347,9 @@ def verify_run(
         reasons.add(
             LOG_FILE, f"ends in a torn (incomplete) line: the run was killed mid-write; {resume}"
         )
-    _plan_checks(root, verify_chain=False, reasons=reasons, known_bad_line=chain.first_bad_line)
+    arm_versions = _plan_checks(
+        root, verify_chain=False, reasons=reasons, known_bad_line=chain.first_bad_line
+    )
     with tempfile.TemporaryDirectory(prefix="effectbench-verify-") as tmp:
         rebuilt_dir = Path(tmp)
         try:
@@ -373,6 +383,14 @@ def verify_run(
                 )
             for key in _MANIFEST_SAME:
                 compare(manifest.get(key), rebuilt_manifest.get(key), key, MANIFEST_FILE, reasons)
+            if "min_coverage" in manifest:  # a manifest from before the key has none to check
+                compare(
+                    manifest["min_coverage"],
+                    rebuilt_manifest.get("min_coverage"),
+                    "min_coverage",
+                    MANIFEST_FILE,
+                    reasons,
+                )
             if metrics is not None and (root / RESULTS_FILE).is_file():
                 try:
                     from_rows = recompute_metrics_from_results(root / RESULTS_FILE, manifest)
@@ -393,4 +411,14 @@ def verify_run(
                     f"{first_difference(given, rebuilt)})",
                 )
         _explain_unbuilt(rebuilt_manifest, reasons, "" if chain.torn_tail else f"; {resume}")
-    return VerifyReport.of(reasons.close(), claim_notes(rebuilt_metrics))
+        threshold = recorded_threshold([rebuilt_manifest])
+        every, short = coverage_lines(rebuilt_metrics, threshold, rebuilt_dir / RESULTS_FILE)
+    return attrs.evolve(
+        VerifyReport.of(reasons.close(), claim_notes(rebuilt_metrics)),
+        coverage=every,
+        incomplete=short,
+        uncontained=uncontained_arms(
+            rebuilt_manifest.get("execution"), rebuilt_manifest.get("arms") or [], arm_versions
+        ),
+        min_coverage=threshold,
+    )
