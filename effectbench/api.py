@@ -98,10 +98,7 @@ def _shipped_by(
     info = registry.info(group, ref) if ref is not None else None
     if info is not None and info.distribution is not None:
         return info.distribution, info.version
-    top = type(obj).__module__.split(".")[0]
-    names = dists().get(top)
-    if not names and top in HARNESS_PACKAGES:  # an editable install maps no top-level module
-        return HARNESS_DISTRIBUTION, PACKAGE_VERSION
+    names = dists().get(type(obj).__module__.split(".")[0])
     if not names:
         return None, None
     dist = min(names)
@@ -113,11 +110,15 @@ def _shipped_by(
 
 def _arm_version(arm: Arm, shipped: tuple[str | None, str | None]) -> str | None:
     """What code an arm is: its own ``version`` attribute, else ``dist==version`` of the
-    distribution shipping it, else None (unknown, which still differs from a known one)."""
+    distribution shipping it, else None (unknown, which still differs from a known one).
+    An arm from the harness's own packages is ``effectbench==<version>`` even where no
+    distribution maps them (an editable install): verify counts it as harness code."""
     own = getattr(arm, "version", None)
     if isinstance(own, str) and own:
         return own
     dist, version = shipped
+    if dist is None and type(arm).__module__.split(".")[0] in HARNESS_PACKAGES:
+        dist, version = HARNESS_DISTRIBUTION, PACKAGE_VERSION
     if dist is None:
         return None
     return dist if version is None else f"{dist}=={version}"
