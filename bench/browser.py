@@ -8,6 +8,10 @@ screenshot stored by hash, two oracle reads, teardown. CPU is this process plus 
 children (Playwright's driver and every Chromium process, counted once the run's pool
 has stopped), so "cpu s/ep" is what one episode costs the machine, whatever its load.
 
+``--cdp``: also the same anchor through an ``exec+browser`` protocol agent
+(``cdp_screen_only``, contained as ``--isolate`` contains it) on the harness's CDP
+hub, at each ``--cdp`` concurrency.
+
 Memory: N contexts held open on the form page, PSS summed over the driver and every
 Chromium process (RSS double-counts shared pages); per context = (PSS at 16 - PSS at 0) / 16.
 Targets on a 2-core machine: >= 10 episodes/s at concurrency 16, <= 80 MiB per context.
@@ -27,6 +31,7 @@ import anyio
 from _common import load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed import MockMedProvider
 
+from effectbench.agents.reference import CdpScreenOnlyArm
 from effectbench.arms.browser import BrowserEffectVerifiedArm, BrowserScreenOnlyArm
 from effectbench.browser import CHROMIUM_ENV, BrowserPool, find_chromium
 from effectbench.core.arm import Arm
@@ -61,12 +66,22 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def run_once(trials: int, concurrency: int) -> tuple[float, float, int]:
-    """(wall s, CPU s of the harness and every browser process, episodes) of one run."""
-    arms: dict[str, Arm] = {
+def _pool_arms() -> dict[str, Arm]:
+    return {
         "browser_screen_only": BrowserScreenOnlyArm(),
         "browser_effect_verified": BrowserEffectVerifiedArm(),
     }
+
+
+def _cdp_arms() -> dict[str, Arm]:
+    return {"cdp_screen_only": CdpScreenOnlyArm().with_isolation(True)}
+
+
+def run_once(
+    trials: int, concurrency: int, arms: dict[str, Arm] | None = None
+) -> tuple[float, float, int]:
+    """(wall s, CPU s of the harness and every browser process, episodes) of one run."""
+    arms = _pool_arms() if arms is None else arms
     provider = MockMedProvider()
     plan = build_plan(
         ProviderInfo(provider.name, provider.version), provider.tasks(), list(arms), trials
@@ -94,12 +109,14 @@ def _settle(deadline_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def _run_with(executable: str | None, trials: int, concurrency: int) -> tuple[float, float, int]:
+def _run_with(
+    executable: str | None, trials: int, concurrency: int, arms: dict[str, Arm] | None = None
+) -> tuple[float, float, int]:
     saved = os.environ.get(CHROMIUM_ENV)
     if executable is not None:
         os.environ[CHROMIUM_ENV] = executable
     try:
-        return run_once(trials, concurrency)
+        return run_once(trials, concurrency, arms)
     finally:
         os.environ.pop(CHROMIUM_ENV, None)
         if saved is not None:
@@ -169,11 +186,37 @@ async def _memory(counts: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
+def _measure(
+    exe: str | None, concurrency: int, cdp: bool, trials: int, runs: int
+) -> dict[str, Any]:
+    """One row: the median of ``runs`` runs of the pool's arms, or of the CDP agent."""
+    walls, cpus, n = [], [], 0
+    for _ in range(runs):
+        wall, cpu, n = _run_with(exe, trials, concurrency, _cdp_arms() if cdp else None)
+        walls.append(wall)
+        cpus.append(cpu)
+    w, c = median(walls), median(cpus)
+    label = "before: " + exe if exe else os.path.basename(find_chromium())
+    return {
+        "browser": "cdp hub: " + label if cdp else label,
+        "concurrency": concurrency, "episodes": n, "wall_s": walls, "median_wall_s": w,
+        "episodes_per_s": n / w, "cpu_s_per_episode": c / n,
+        "cpu_bound_episodes_per_s": (os.cpu_count() or 1) / (c / n),
+    }  # fmt: skip
+
+
 def main() -> None:
     ap = parser(__doc__)
     ap.set_defaults(runs=1)
     ap.add_argument("--trials", type=int, default=4, help="trials per task (9 tasks, 2 arms)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument(
+        "--cdp",
+        type=int,
+        nargs="*",
+        default=[4, 16],
+        help="concurrencies of the exec+browser (CDP hub) rows; none to skip",
+    )
     ap.add_argument(
         "--before",
         default="chromium",
@@ -183,22 +226,12 @@ def main() -> None:
     _subreaper()
     start_load = loadavg()
     rows = []
-    cases = [(None, conc) for conc in args.concurrency]
+    cases: list[tuple[str | None, int, bool]] = [(None, conc, False) for conc in args.concurrency]
     if args.before:
-        cases.insert(0, (args.before, 16))
-    for exe, conc in cases:
-        walls, cpus, n = [], [], 0
-        for _ in range(args.runs):
-            wall, cpu, n = _run_with(exe, args.trials, conc)
-            walls.append(wall)
-            cpus.append(cpu)
-        w, c = median(walls), median(cpus)
-        rows.append({
-            "browser": "before: " + exe if exe else os.path.basename(find_chromium()),
-            "concurrency": conc, "episodes": n, "wall_s": walls, "median_wall_s": w,
-            "episodes_per_s": n / w, "cpu_s_per_episode": c / n,
-            "cpu_bound_episodes_per_s": (os.cpu_count() or 1) / (c / n),
-        })  # fmt: skip
+        cases.insert(0, (args.before, 16, False))
+    cases += [(None, conc, True) for conc in args.cdp]
+    for exe, conc, cdp in cases:
+        rows.append(_measure(exe, conc, cdp, args.trials, args.runs))
     memory = anyio.run(_memory, [0, 1, 4, 16])
     base, top = memory[0], memory[-1]
     per_context = (top["pss_mib"] - base["pss_mib"]) / max(1, top["contexts"])
@@ -217,7 +250,7 @@ def main() -> None:
         [[m["contexts"], m["pss_mib"], m["rss_mib"]] for m in memory],
     ))  # fmt: skip
     for r in rows:
-        if r["concurrency"] == 16 and not r["browser"].startswith("before"):
+        if r["concurrency"] == 16 and not r["browser"].startswith(("before", "cdp")):
             ok = r["episodes_per_s"] >= TARGET_EPS_AT_16
             print(f"target >= {TARGET_EPS_AT_16:.0f} episodes/s at 16: {r['episodes_per_s']:.2f} "
                   f"({'met' if ok else 'MISSED'})")  # fmt: skip

@@ -1,10 +1,8 @@
 """Rescore throughput and memory: `effectbench rescore` over a 1,000,000- and a 100,000-event log.
 
-The logs are MockMed-shaped: a real anchor run (9 tasks x both baselines, one trial) is
-recorded first, then every later trial repeats its episodes with that trial's payload
-tag and episode id substituted, interleaved 64 episodes at a time as a concurrent run
-writes them, and written through effectbench.log.write_events_sync (same format, same
-hash chain). The run.started event carries the real plan for that many trials. The
+The logs are MockMed-shaped (effectbench.testing.biglog: a real one-trial anchor run
+repeated trial after trial with each trial's payload tag, as a concurrent run writes
+them, under a real plan and hash chain). The
 artifacts are then built once as the end of a run builds them (rescore refuses a log
 without the run's record of how it ended, which that writes into manifest.json).
 
@@ -32,110 +30,25 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import orjson
 from _common import load_line, loadavg, median, parser, table, write_json
-from effectbench_mockmed import MockMedProvider
 
-from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
 from effectbench.audit.attest import attestations
-from effectbench.core.arm import Arm
-from effectbench.core.model import trial_tag
-from effectbench.log.reader import LogEntry, read_log, write_events_sync
 from effectbench.outputs.artifacts import build_artifacts
-from effectbench.run.plan import ProviderInfo, build_plan
-from effectbench.run.scheduler import Scheduler, SchedulerOptions
+from effectbench.testing import biglog
+from effectbench.testing.biglog import Template
 
 TARGET_EPS = 500_000.0
 TARGET_RSS_RATIO = 1.5
 TARGET_RSS_MB = 200.0
 CHECK_DROP = 0.15
-WINDOW = 64
-ARMS = ("screen_only", "effect_verified")
 
 
-def record_template(tmp: Path) -> tuple[dict[str, Any], list[tuple[str, list[tuple[str, bytes]]]]]:
-    """(run.started data, [(episode id, [(type, data json)])]) of a one-trial anchor run."""
-    provider = MockMedProvider()
-    arms: dict[str, Arm] = {"screen_only": ScreenOnlyArm(), "effect_verified": EffectVerifiedArm()}
-    plan = build_plan(ProviderInfo(provider.name, provider.version), provider.tasks(), ARMS, 1)
-    sched = Scheduler(
-        plan, provider, arms, tmp, run_id="bench-rescore", options=SchedulerOptions(concurrency=1)
-    )
-    anyio.run(sched.run)
-    started: dict[str, Any] = {}
-    episodes: dict[str, list[tuple[str, bytes]]] = {}
-    for ev in read_log(tmp / "events.jsonl"):
-        if ev.ep is None:
-            if ev.type == "run.started":
-                started = ev.data
-            continue
-        episodes.setdefault(ev.ep, []).append((ev.type, orjson.dumps(ev.data)))
-    return started, list(episodes.items())
-
-
-def _trial_of(ep: str) -> tuple[str, str]:
-    arm, rest = ep.split("::", 1)
-    task_id = rest.rsplit("::t", 1)[0]
-    return arm, task_id
-
-
-def entries(
-    started: dict[str, Any], template: list[tuple[str, list[tuple[str, bytes]]]], trials: int
-) -> Iterator[LogEntry]:
-    provider = MockMedProvider()
-    plan = build_plan(ProviderInfo(provider.name, provider.version), provider.tasks(), ARMS, trials)
-    yield ("run.started", {**started, "plan": plan.to_json(), "plan_hash": plan.plan_hash}, None)
-    tags0 = {
-        task_id: trial_tag(task_id, 0).encode()
-        for _, task_id in map(_trial_of, (e for e, _ in template))
-    }
-    window: list[tuple[str, list[tuple[str, bytes]]]] = []
-
-    def flush() -> Iterator[LogEntry]:
-        longest = max(len(evs) for _, evs in window)
-        for k in range(longest):
-            for ep, evs in window:
-                if k < len(evs):
-                    t, data = evs[k]
-                    yield (t, orjson.loads(data), ep)
-        window.clear()
-
-    finished = 0
-    for trial in range(trials):
-        for ep0, evs in template:
-            arm, task_id = _trial_of(ep0)
-            old, new = tags0[task_id], trial_tag(task_id, trial).encode()
-            ep = f"{arm}::{task_id}::t{trial}"
-            out = []
-            for t, data in evs:
-                data = data.replace(old, new)
-                if t == "episode.planned":
-                    data = data.replace(b'"trial":0,', b'"trial":%d,' % trial)
-                out.append((t, data))
-            window.append((ep, out))
-            finished += 1
-            if len(window) == WINDOW:
-                yield from flush()
-    if window:
-        yield from flush()
-    yield (
-        "run.finished",
-        {"interrupted": False, "episodes_finished": finished, "episodes_failed": 0},
-        None,
-    )
-
-
-def make_log(run_dir: Path, events: int, template: Any, started: dict[str, Any]) -> int:
-    per_trial = sum(len(evs) for _, evs in template)
-    trials = max(1, round((events - 2) / per_trial))
-    run_dir.mkdir()
-    state = write_events_sync(run_dir / "events.jsonl", entries(started, template, trials))
-    return state.count
+def make_log(run_dir: Path, events: int, template: Template) -> int:
+    return biglog.make_log(run_dir, template, events=events)
 
 
 def _tree_rss_kb(pid: int) -> int:
@@ -201,11 +114,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         root = Path(tmp)
         (root / "template").mkdir()
-        started, template = record_template(root / "template")
+        template = biglog.record_template(root / "template")
         for n in args.events:
             run_dir = root / f"run-{n}"
             t0 = time.perf_counter()
-            count = make_log(run_dir, n, template, started)
+            count = make_log(run_dir, n, template)
             gen = time.perf_counter() - t0
             build_artifacts(
                 run_dir, attest=attestations

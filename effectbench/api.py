@@ -313,6 +313,7 @@ async def execute(
     executor: str = "local",
     prices: PriceTable | str | os.PathLike[str] | None = None,
     min_coverage: float | None = None,
+    agent_log_budget: int = DEFAULTS.agent_log_budget,
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
@@ -328,7 +329,9 @@ async def execute(
     ``min_coverage`` (``--min-coverage``): the least fraction of its planned episodes each arm
     must score for the run to be a result, recorded in the log for ``verify``; None takes
     the recorded one on a resume, else DEFAULT_MIN_COVERAGE. The result carries it and
-    ``RunResult.shortfalls`` lists the arms below it (the CLI exits INCOMPLETE for them)."""
+    ``RunResult.shortfalls`` lists the arms below it (the CLI exits INCOMPLETE for them).
+    ``agent_log_budget`` (``--agent-log-budget``): bytes an arm may put into the log per
+    episode."""
     if registry is None:
         from effectbench.run.registry import Registry
 
@@ -343,6 +346,7 @@ async def execute(
             handle_signals=handle_signals,
             screenshots=screenshots,  # type: ignore[arg-type]  # validated here
             min_coverage=DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage,
+            agent_log_budget=agent_log_budget,
         )
     except OptionsError as exc:
         raise RunError(str(exc)) from exc  # the cause names the option for the CLI

@@ -54,6 +54,11 @@ SOLUTION: dict[str, JSONScalar | ParamRef] = {
     "note": ParamRef("note"),
     "key": ParamRef("record_key"),
 }
+ROW_NUMBER = "the in-memory store's row number, not part of the record"
+IRRELEVANT = {
+    "encounters.id": ROW_NUMBER,
+    "encounters.key": "the client's idempotency token, no part of the encounter",
+}
 FULL = Effect(
     record_written=RecordWritten(
         table="encounters", selector={"patient_id": "p1", "type": "Triage"}
@@ -88,7 +93,7 @@ def task(task_id: str, category: Category = Category.C1_PARTIAL_SAVE, **kw: Any)
         "category": category,
         "goal": "Record a Triage encounter for patient p1 with this trial's note.",
         "expected_effect": FULL,
-        "oracle": OracleSpec(tables=("encounters",)),
+        "oracle": OracleSpec(tables=("encounters",), irrelevant=IRRELEVANT),
         "correct_action_available": True,
         "params": PARAMS,
         "solution": SOLUTION,
@@ -103,7 +108,9 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
     task(
         "count_only",
         expected_effect=COUNT_ONLY,
-        oracle=OracleSpec(tables=("encounters",), adversarially_audited=True),
+        oracle=OracleSpec(
+            tables=("encounters",), irrelevant=IRRELEVANT, adversarially_audited=True
+        ),
     ),
     # The selector does not pin the patient: a homonym's record passes.
     task(
@@ -130,7 +137,9 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
         Category.C5_DOUBLE_DELIVERED_INPUT,
         params={"note": "the same note every trial"},
         solution={"patient_id": "p1", "type": "Triage", "note": ParamRef("note")},
-        oracle=OracleSpec(tables=("encounters",), trial_unique_payload=False),
+        oracle=OracleSpec(
+            tables=("encounters",), irrelevant=IRRELEVANT, trial_unique_payload=False
+        ),
     ),
     # A sound refusal control: halting with nothing written is the correct behaviour.
     task(
@@ -139,7 +148,7 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
         expected_effect=NOTHING,
         correct_action_available=False,
         solution=None,
-        oracle=OracleSpec(tables=("encounters",), refusal_controls=True),
+        oracle=OracleSpec(tables=("encounters",), irrelevant=IRRELEVANT, refusal_controls=True),
     ),
     # A refusal control that (wrongly) scripts a write, so the reference changes rows, and
     # whose effect does not forbid stray writes, so a write to a homonym scores as "nothing".
@@ -148,7 +157,7 @@ WEAK_PACK: tuple[TaskSpec, ...] = (
         Category.C6_WRONG_RECORD_HOMONYM,
         expected_effect=LOOSE_NOTHING,
         correct_action_available=False,
-        oracle=OracleSpec(tables=("encounters",), refusal_controls=True),
+        oracle=OracleSpec(tables=("encounters",), irrelevant=IRRELEVANT, refusal_controls=True),
     ),
     # The scripted solution misses the declared effect: the task cannot be done as written.
     task("broken", solution={**SOLUTION, "type": "Urgent"}),
@@ -229,6 +238,11 @@ def mockmed(tmp_path_factory: pytest.TempPathFactory) -> AuditReport:
     return anyio.run(go)
 
 
+def attackers(t: TaskAudit) -> set[str]:
+    """The adversaries a task's reasons name (the mutation audit's reasons aside)."""
+    return {r.split()[1] for r in t.reasons if r.startswith("adversary ")}
+
+
 def by_id(report: AuditReport) -> dict[str, TaskAudit]:
     return {t.task_id: t for t in report.tasks}
 
@@ -270,8 +284,10 @@ def test_mockmed_finding_duplicate_succeeds_only_on_the_idempotent_control(
     """The product's idempotency key turns a double submit into one row: an exempt control."""
     # (the form refuses the type "Triage-x": wrong_value_2 is reported as not exercised)
     unexercised = "adversary wrong_value_2 changed no row on any trial"
+    excused = "mutation declared irrelevant: "  # the oracle.irrelevant columns, listed
     notes = {
-        t.task_id: [n for n in t.notes if not n.startswith(unexercised)] for t in mockmed.tasks
+        t.task_id: [n for n in t.notes if not n.startswith((unexercised, excused))]
+        for t in mockmed.tasks
     }
     (note,) = notes["mockmed::idempotent"]
     assert note.startswith(
@@ -325,7 +341,7 @@ def test_the_sound_tasks_are_audited(weak: AuditReport) -> None:
 def test_a_count_only_oracle_is_gameable_and_the_adversary_is_named(weak: AuditReport) -> None:
     t = by_id(weak)["notes::count_only"]
     assert t.status == "gameable"
-    named = {r.split()[1] for r in t.reasons}
+    named = attackers(t)
     assert named == {"wrong_field", "cross_trial"}
     offending = [ep for ep in t.evidence if ep.startswith("wrong_field::")]
     assert len(offending) == 2
@@ -348,13 +364,13 @@ def test_a_selector_without_the_patient_is_gameable_by_wrong_target(weak: AuditR
     t = by_id(weak)["notes::no_patient"]
     assert t.status == "gameable"
     # wrong_value_1 perturbs patient_id, the first fixed field, to the offered confusable p2
-    assert {r.split()[1] for r in t.reasons} == {"wrong_target", "wrong_value_1"}
+    assert attackers(t) == {"wrong_target", "wrong_value_1"}
 
 
 def test_a_do_nothing_program_passing_is_caught(weak: AuditReport) -> None:
     t = by_id(weak)["notes::preseeded"]
     assert t.status == "gameable"
-    named = {r.split()[1] for r in t.reasons}
+    named = attackers(t)
     assert {"null", "phantom"} <= named
     assert "halt" not in named
 
@@ -362,7 +378,7 @@ def test_a_do_nothing_program_passing_is_caught(weak: AuditReport) -> None:
 def test_a_payload_that_is_not_trial_unique_is_gameable_by_cross_trial(weak: AuditReport) -> None:
     t = by_id(weak)["notes::constant"]
     assert t.status == "gameable"
-    assert {r.split()[1] for r in t.reasons} == {"cross_trial"}
+    assert attackers(t) == {"cross_trial"}
 
 
 def test_a_fault_that_fixes_an_adversary_is_reported_against_the_tasks_claim(
@@ -371,7 +387,7 @@ def test_a_fault_that_fixes_an_adversary_is_reported_against_the_tasks_claim(
     """No correct action is declared, yet aiming at the homonym produces the correct record."""
     t = by_id(weak)["notes::swap"]
     assert t.status == "gameable"
-    assert {r.split()[1] for r in t.reasons} == {"wrong_target", "wrong_value_1"}
+    assert attackers(t) == {"wrong_target", "wrong_value_1"}
     assert all(
         "the task declares no correct action, yet this one produced the correct effect" in r
         for r in t.reasons
@@ -411,7 +427,7 @@ def test_a_count_only_control_is_gameable_not_exempt(weak: AuditReport) -> None:
     """Only a duplicate absorbed by an idempotent control is exempt; a wrong note is not."""
     t = by_id(weak)["notes::control"]
     assert t.status == "gameable"
-    assert {r.split()[1] for r in t.reasons} == {"wrong_field", "cross_trial"}
+    assert attackers(t) == {"wrong_field", "cross_trial"}
     assert not any("(exempt)" in n for n in t.notes)
     assert weak.attestations["notes::control"] is False
 
@@ -420,7 +436,7 @@ def test_a_control_passable_by_a_do_nothing_program_is_gameable(weak: AuditRepor
     """The control exemption covers attacks a correct product absorbs, never doing nothing."""
     t = by_id(weak)["notes::control_preseeded"]
     assert t.status == "gameable"
-    named = {r.split()[1] for r in t.reasons}
+    named = attackers(t)
     assert {"null", "phantom", "wrong_field", "cross_trial"} <= named and "duplicate" not in named
     # the duplicate (the upsert absorbs it into the one row) stays an exempt note, alone
     (note,) = [n for n in t.notes if "(exempt)" in n]
@@ -672,7 +688,7 @@ def payment(task_id: str, *checks: FieldEquals) -> TaskSpec:
         expected_effect=Effect(
             record_written=PAID, field_equals=(FieldEquals("memo", ParamRef("memo")), *checks)
         ),
-        oracle=OracleSpec(tables=("payments",)),
+        oracle=OracleSpec(tables=("payments",), irrelevant={"payments.id": ROW_NUMBER}),
         correct_action_available=True,
         params={"memo": "invoice {tag}"},
         solution=PAYMENT,
@@ -717,7 +733,7 @@ def test_an_oracle_that_never_checks_a_fixed_field_fails_the_audit(tmp_path: Pat
     assert tasks["ledger::every_field"].status == "audited", tasks["ledger::every_field"].reasons
     t = tasks["ledger::no_amount"]
     assert t.status == "gameable"
-    assert {r.split()[1] for r in t.reasons} == {"wrong_value_1"}
+    assert attackers(t) == {"wrong_value_1"}
     (ep,) = [e for e in t.evidence if e.startswith("wrong_value_1::")]
     (row,) = log_event(report.log_path, t.evidence[ep])["data"]["snapshot"]["tables"]["payments"]
     assert row["amount_cents"] == 125001

@@ -26,10 +26,12 @@ from effectbench.api import evaluate
 from effectbench.arm import TaskView
 from effectbench.browser import cdp_proxy
 from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
+from effectbench.browser.policy import OriginPolicy
 from effectbench.testing import InMemoryProvider
 
 pytestmark = pytest.mark.timeout(300)
 AGENT = Path(__file__).parent / "agents" / "cdp_failing_agent.py"
+NOWHERE = OriginPolicy(frozenset())  # these episodes load no product: about:blank only
 
 
 def test_the_episode_message_carries_the_endpoint_and_matches_the_schema() -> None:
@@ -96,7 +98,7 @@ async def _playwright_sees_only_its_page(a: CdpEpisode, b: CdpEpisode) -> None:
 
     async with async_playwright() as pw:
         browser_b = await pw.chromium.connect_over_cdp(b.url)
-        await browser_b.contexts[0].pages[0].goto("data:text/html,<title>episode B</title>")
+        await browser_b.contexts[0].pages[0].set_content("<title>episode B</title>")
         browser_a = await pw.chromium.connect_over_cdp(a.url)
         pages = [p for c in browser_a.contexts for p in c.pages]
         assert len(pages) == 1 and pages[0].url == "about:blank"
@@ -112,7 +114,7 @@ def test_an_episode_endpoint_reaches_only_its_own_context() -> None:
         hub = CdpHub()
         await hub.start()
         try:
-            a, b = await hub.open(), await hub.open()
+            a, b = await hub.open(NOWHERE), await hub.open(NOWHERE)
             assert a.url != b.url and a.context_id != b.context_id
             await _playwright_sees_only_its_page(a, b)
             await anyio.to_thread.run_sync(_isolation_checks, a, b)

@@ -579,6 +579,9 @@ def test_logged_lines_validate_against_the_schema(tmp_path: Path) -> None:
         ev.EpisodeFailed(FailureClass.AGENT, "arm", "x"),
         ev.EpisodeAbandoned("resume"),
         ev.Injected("proxy.partial", {"path": "/tp/issue", "forwarded": 1}),
+        ev.MutationPlanned(True, "", ({"table": "orders", "kind": "null"},), ("orders row 1",)),
+        ev.MutationRead(0, {"table": "orders"}, "applied", "orders.note null", None, snapshot),
+        ev.MutationRead(1, {"table": "orders"}, "refused", "NOT NULL"),
     ]
     path = tmp_path / "run.jsonl"
     write_events_sync(path, [event_entry(e, EP) for e in all_types])
@@ -632,9 +635,13 @@ def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: 
     diffs = tmp_path / "diffs"  # the reference reads come from reference-mode diffs
     _cli("run", "--provider", "mockmed-diff", "--trials", "1", "--arm", "screen_only",
          "--task", "*-ref-*", "--out", str(diffs))  # fmt: skip
+    audit = tmp_path / "audit"  # the mutation audit's reads come from an audit's reference
+    run_cli("audit", "--provider", "mockmed", "--trials", "1", "--task", "mockmed::ok",
+            "--out", str(audit))  # fmt: skip
     schema = load_event_schema()
     seen = set()
-    logs = (log, timed_out / "events.jsonl", proxied / "events.jsonl", diffs / "events.jsonl")
+    logs = (log, timed_out / "events.jsonl", proxied / "events.jsonl", diffs / "events.jsonl",
+            audit / "events.jsonl")  # fmt: skip
     for path in logs:
         assert_every_line_is_a_typed_event(path)
         for raw in lines_of(path):

@@ -371,3 +371,58 @@ def test_an_edited_line_of_a_shown_episode_is_refused(
     with pytest.raises(ReportError, match="does not chain from the previous line"):
         build_report(copy, tmp_path / "r.html", drill_limit=1, episodes=[SWER_EPISODE])
     assert not (tmp_path / "r.html").exists()
+
+
+# --------------------------------------------------------------------------- --out and bad runs
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_out_never_replaces_a_file_effectbench_did_not_write(
+    command: str, fake_runs: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    a, b, _ = fake_runs
+    runs = [str(a)] if command == "report" else [str(a), str(b)]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    proc = _cli(command, *runs, "--out", str(notes), cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not written by effectbench" in lines[0], proc.stderr
+    assert notes.read_text() == "my notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no temp file left
+    page = tmp_path / "page.html"
+    assert _cli(command, *runs, "--out", str(page), cwd=tmp_path).returncode == 0
+    first = page.read_bytes()
+    proc = _cli(command, *runs, "--out", str(page), cwd=tmp_path)  # its own page: rebuilt
+    assert proc.returncode == 0, proc.stderr
+    assert page.read_bytes() == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "page.html"]
+
+
+def _cut(run: Path) -> None:
+    log = run / "events.jsonl"
+    data = log.read_bytes()
+    log.write_bytes(data[: len(data) // 2])
+
+
+def _random(run: Path) -> None:
+    (run / "events.jsonl").write_bytes(hashlib.sha256(b"not a log").digest() * 40)
+
+
+@pytest.mark.parametrize("damage", [_cut, _random], ids=["cut log", "random bytes"])
+def test_compare_refuses_a_run_that_report_refuses(
+    damage: Any, fake_runs: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    a, b, _ = fake_runs
+    bad = tmp_path / "bad"
+    shutil.copytree(b, bad)
+    (bad / "report.html").unlink()
+    damage(bad)
+    report = _cli("report", str(bad), cwd=tmp_path)
+    assert report.returncode == 2, report.stderr
+    out = tmp_path / "cmp.html"
+    proc = _cli("compare", str(a), str(bad), "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad / "events.jsonl") in lines[0], proc.stderr
+    assert not out.exists()

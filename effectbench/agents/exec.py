@@ -37,6 +37,8 @@ import structlog
 
 from effectbench.agents import protocol, sandbox
 from effectbench.agents.sandbox import Containment
+from effectbench.agents.starts import StartWatch
+from effectbench.core.agentlog import LogBudgetExceeded
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle, Telemetry
@@ -64,7 +66,8 @@ EXEC_PREFIXES: Final = tuple(_PREFIX_MODES)
 DEFAULT_TIMEOUT_S: Final = 300.0
 MAX_LINE: Final = 1 << 20
 MAX_ACTIONS: Final = 10_000
-STDERR_TAIL: Final = 2_000
+STDERR_TAIL: Final = 4_096
+"""The bytes of an agent's stderr kept, all of which go into a failure's reason."""
 _STOP_GRACE_S: Final = 5.0
 _EXIT_WAIT_S: Final = 2.0
 """How long after its stdout ended a process has to exit before its episodes fail
@@ -77,6 +80,10 @@ class AgentFailure(Exception):
 
 class AgentMalformed(AgentFailure):
     """A line that breaks the protocol (not JSON, wrong fields, too long, unknown episode)."""
+
+
+class AgentOverBudget(AgentMalformed):
+    """More bytes of actions and model calls than the episode's log budget allows."""
 
 
 class AgentTimeout(AgentFailure):
@@ -124,10 +131,25 @@ def _preview(line: bytes) -> str:
 class _Conn:
     """One agent process: its pipes, the episodes it holds, and what it said on stderr."""
 
-    def __init__(self, proc: anyio.abc.Process, label: str, sole: str | None) -> None:
+    def __init__(
+        self,
+        proc: anyio.abc.Process,
+        label: str,
+        sole: str | None,
+        watch: StartWatch,
+        probe: anyio.Semaphore | None = None,
+    ) -> None:
         self.proc = proc
+        self._probe = probe
+        """Held while this is one of an unproven arm's first starts (released once it
+        writes a line or ends)."""
         self.label = label
         self.sole = sole
+        self.watch = watch
+        self.spoke = False
+        """Whether the process wrote a line on stdout (then it started, see agents/starts.py)."""
+        self.killed = False
+        """Whether the harness killed it (then how it ended says nothing of its start)."""
         """The one episode of a per-episode process: every stray line is its failure."""
         self.pending: dict[str, _Slot] = {}
         self.alive = True
@@ -144,9 +166,13 @@ class _Conn:
             await stdin.send(line)
 
     def stderr_tail(self) -> str:
-        text = b"".join(self._stderr).decode("utf-8", "replace")
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        return f" (stderr: {lines[-1][-300:]})" if lines else ""
+        """The last STDERR_TAIL bytes of stderr, its lines joined by `` | `` (blank ones
+        dropped), as `` (stderr: ...)``; empty when the process wrote none."""
+        raw = b"".join(self._stderr)[-STDERR_TAIL:]
+        text = raw.decode("utf-8", "replace")
+        lines = [" ".join(ln.split()) for ln in text.splitlines()]
+        joined = " | ".join(ln for ln in lines if ln)
+        return f" (stderr: {joined})" if joined else ""
 
     async def pump_stderr(self) -> None:
         stream = self.proc.stderr
@@ -202,9 +228,20 @@ class _Conn:
             how = "closed its stdout"
         else:
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        self.fail_all(
-            AgentExited(f"the agent process {how} before it reported{self.stderr_tail()}")
-        )
+        tail = self.stderr_tail()
+        reason = f"the agent process {how} before it reported{tail}"
+        failing = bool(self.pending) and not self.killed
+        self.fail_all(AgentExited(reason))
+        if failing and tail and self.watch.show_stderr():
+            log.warning("agent.stderr", arm=self.label, how=how, stderr=tail[10:-1])
+        if failing and not self.spoke and self.watch.failed(reason):
+            _say_stopped(self.label, self.watch)
+        self.release_probe()
+
+    def release_probe(self) -> None:
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.release()
 
     def fail_all(self, error: AgentFailure) -> None:
         for slot in list(self.pending.values()):
@@ -222,6 +259,10 @@ class _Conn:
             log.warning("agent.stray_line", arm=self.label, what=what, dropped=self.stray)
 
     def _line(self, line: bytes) -> None:
+        if not self.spoke:
+            self.spoke = True
+            self.watch.started()
+            self.release_probe()
         if len(line) > MAX_LINE:
             self._stray(f"a line longer than {MAX_LINE} bytes")
             return
@@ -255,19 +296,29 @@ class _Conn:
         elif kind == "error":
             what = " ".join(str(msg.get("message", "")).split())[:300] or "no reason given"
             slot.finish(error=AgentGaveUp(f"the agent gave up on the episode: {what}"))
-        elif kind == "action":
+        else:
+            self._record(slot, kind, msg)
+
+    @staticmethod
+    def _record(slot: _Slot, kind: str, msg: dict[str, Any]) -> None:
+        """An action or a model call into the episode's telemetry, within its limits."""
+        try:
+            if kind == "model_call":
+                slot.telemetry.model_call(protocol.to_model_call(msg))
+                return
             slot.actions += 1
             if slot.actions > MAX_ACTIONS:
                 slot.finish(error=AgentMalformed(f"the agent sent more than {MAX_ACTIONS} actions"))
                 return
             slot.telemetry.action(msg["kind"], **protocol.action_detail(msg))
-        else:
-            slot.telemetry.model_call(protocol.to_model_call(msg))
+        except LogBudgetExceeded as exc:
+            slot.finish(error=AgentOverBudget(str(exc).replace("the arm", "the agent", 1)))
 
     def kill(self) -> None:
         """SIGKILL the process group (a plain subprocess's children too); a sandbox's
         processes die with it (bubblewrap's --die-with-parent and its PID namespace)."""
         self.alive = False
+        self.killed = True
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -277,6 +328,23 @@ class _Conn:
             # reaps the child races asyncio's child watcher (which then reports exit 255).
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
+
+
+def _say_stopped(label: str, watch: StartWatch) -> None:
+    log.error(
+        "agent.stopped",
+        arm=label,
+        starts=watch.limit,
+        why="its agent process failed to start the same way each time; no further starts",
+        reason=(watch.stopped or "").split(" (stderr: ")[0],
+    )
+
+
+def _stopped_error(watch: StartWatch) -> AgentStartFailed:
+    return AgentStartFailed(
+        f"not started: the last {watch.limit} starts of the agent failed the same way: "
+        f"{watch.stopped}"
+    )
 
 
 def _outcome(slot: _Slot) -> AgentReport:
@@ -346,6 +414,10 @@ class ExecArm:
         self._starting = anyio.Lock()
         self.stray_lines = 0
         self.processes_started = 0
+        self.starts = StartWatch()
+        """Failed starts in a row; past the limit the arm starts no more (agents/starts.py)."""
+        self._probes = anyio.Semaphore(self.starts.limit)
+        """How many processes may start before one of the arm's has written a line."""
 
     @classmethod
     def from_spec(cls, spec: str) -> ExecArm:
@@ -418,6 +490,17 @@ class ExecArm:
         return list(self.argv)
 
     async def _spawn(self, sole: str | None, tg: anyio.abc.TaskGroup) -> _Conn:
+        probe = None
+        if not self.starts.proven:  # until a process writes a line, a few starts at a time
+            await self._probes.acquire()
+            probe = self._probes
+            if self.starts.proven:
+                probe.release()
+                probe = None
+        if self.starts.stopped is not None:
+            if probe is not None:
+                probe.release()
+            raise _stopped_error(self.starts)
         env = None if self.execution == "isolated" else {**os.environ, **self.env}
         try:
             proc = await anyio.open_process(
@@ -429,11 +512,14 @@ class ExecArm:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise AgentStartFailed(
-                f"cannot start the agent {shlex.join(self.argv)!r}: {exc.strerror or exc}"
-            ) from None
+            reason = f"cannot start the agent {shlex.join(self.argv)!r}: {exc.strerror or exc}"
+            if self.starts.failed(reason):
+                _say_stopped(self.name, self.starts)
+            if probe is not None:
+                probe.release()
+            raise AgentStartFailed(reason) from None
         self.processes_started += 1
-        conn = _Conn(proc, self.name, sole)
+        conn = _Conn(proc, self.name, sole, self.starts, probe)
         tg.start_soon(conn.pump_stdout)
         tg.start_soon(conn.pump_stderr)
         return conn
@@ -454,6 +540,7 @@ class ExecArm:
         if conn is None:
             return
         self.stray_lines += conn.stray
+        conn.killed = True  # the harness ends it: how it exits says nothing of its start
         if conn.proc.stdin is not None:
             with contextlib.suppress(Exception):
                 await conn.proc.stdin.aclose()  # end of input: a well-behaved agent exits
@@ -545,6 +632,7 @@ __all__ = [
     "AgentFailure",
     "AgentGaveUp",
     "AgentMalformed",
+    "AgentOverBudget",
     "AgentStartFailed",
     "AgentTimeout",
     "ContainmentUnavailable",

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import orjson
 
+from effectbench.core import bounds
 from effectbench.core.arm import TaskView
 from effectbench.core.codec import converter
 from effectbench.core.model import AgentReport, JSONScalar
@@ -57,23 +58,11 @@ def cancel_line(episode_id: str, reason: str) -> bytes:
     return orjson.dumps({"type": "cancel", "episode_id": episode_id, "reason": reason}) + b"\n"
 
 
-def _is_int(v: object) -> bool:
-    return type(v) is int
-
-
-def _is_number(v: object) -> bool:
-    return type(v) in (int, float) and math.isfinite(v)  # type: ignore[arg-type]
-
-
 def _usage_problem(msg: Mapping[str, Any]) -> str | None:
-    for key in _USAGE:
-        value = msg.get(key)
-        if value is None:
-            continue
-        ok = _is_int(value) if key.endswith("tokens") else _is_number(value)
-        if not ok or value < 0:
-            kind = "an integer" if key.endswith("tokens") else "a number"
-            return f"model_call {key} must be {kind} >= 0 or null, got {value!r}"
+    for key in _USAGE:  # each number in its documented range (core/bounds.py)
+        why = bounds.usage_problem(key, msg.get(key))
+        if why is not None:
+            return f"model_call {why}"
     model = msg.get("model")
     if model is not None and not isinstance(model, str):
         return f"model_call model must be a string or null, got {model!r}"

@@ -19,7 +19,7 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -130,21 +130,53 @@ def absolute_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def wrap(
+@attrs.frozen
+class Profile:
+    """What one kind of sandboxed program gets beyond the common base (the system's
+    programs and libraries read-only, a private ``/tmp``, ``/proc``, a minimal ``/dev``).
+
+    ``etc``: extra files of ``/etc`` read-only; ``tmpfs``: extra private, writable
+    directories (a browser's profile and its ``/dev/shm``); ``pdeathsig``: the dropped
+    process asks for SIGKILL when its parent dies (setpriv clears what was asked before
+    it changed the uid), for programs whose launcher relies on it."""
+
+    name: str
+    etc: tuple[str, ...] = ()
+    tmpfs: tuple[str, ...] = ()
+    pdeathsig: bool = False
+
+
+AGENT: Final = Profile("agent")
+BROWSER: Final = Profile(
+    "browser",
+    etc=("/etc/fonts", "/etc/chromium", "/etc/chromium.d"),
+    tmpfs=("/dev/shm",),
+    pdeathsig=True,
+)
+"""Chromium: fontconfig and Debian's launcher settings read-only, and its own empty
+``/dev/shm`` (never the host's, where MockMed keeps episode databases)."""
+
+
+def sandbox_argv(
     containment: Containment,
     argv: Sequence[str],
     *,
+    profile: Profile = AGENT,
     hide: Sequence[str] = (),
-    env: dict[str, str] | None = None,
+    scratch: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The command line that runs ``argv`` inside the sandbox. ``hide`` are host
-    directories (the run directory) masked with an empty tmpfs should a program
-    directory contain them."""
+    """The command line that runs ``argv`` inside the sandbox, as nobody, for one
+    ``profile``. ``hide`` are host directories (the run directory) masked with an empty
+    tmpfs should a program directory contain them; ``scratch`` are more private,
+    writable directories (paths inside the sandbox, e.g. a browser's profile)."""
     assert containment.available and containment.bwrap is not None
     argv = absolute_argv(argv)
     prefix: list[str] = []
     if containment.setpriv is not None:
         prefix = [containment.setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        if profile.pdeathsig:
+            prefix.append("--pdeathsig=KILL")
     programs = program_paths(argv)
     if containment.setpriv is not None:
         let_nobody_reach(programs)
@@ -161,6 +193,9 @@ def wrap(
         **(env or {}),
     }.items():
         setenv += ["--setenv", key, value]
+    private: list[str] = []
+    for d in dict.fromkeys((*profile.tmpfs, *scratch)):
+        private += ["--tmpfs", d]
     return [
         *prefix,
         containment.bwrap,
@@ -177,18 +212,32 @@ def wrap(
         *setenv,
         "--ro-bind", "/usr", "/usr",
         *_top_level_args(),
-        *_ro_binds(_ETC),
+        *_ro_binds((*_ETC, *profile.etc)),
         "--tmpfs", SCRATCH,  # before the program binds, so a program under /tmp stays visible
         *_ro_binds(programs),
         *masks,
         "--proc", "/proc",
         "--dev", "/dev",
+        *private,
         "--chdir", SCRATCH,
         "--remount-ro", "/dev",
         "--remount-ro", "/",
         "--",
         *argv,
     ]  # fmt: skip
+
+
+def wrap(
+    containment: Containment,
+    argv: Sequence[str],
+    *,
+    hide: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> list[str]:
+    """The command line that runs an agent's ``argv`` inside the sandbox (profile
+    ``AGENT``). ``hide`` are host directories (the run directory) masked with an empty
+    tmpfs should a program directory contain them."""
+    return sandbox_argv(containment, argv, profile=AGENT, hide=hide, env=env)
 
 
 @functools.cache
@@ -226,4 +275,15 @@ def probe() -> Containment:
     return trial
 
 
-__all__ = ["Containment", "absolute_argv", "let_nobody_reach", "probe", "program_paths", "wrap"]
+__all__ = [
+    "AGENT",
+    "BROWSER",
+    "Containment",
+    "Profile",
+    "absolute_argv",
+    "let_nobody_reach",
+    "probe",
+    "program_paths",
+    "sandbox_argv",
+    "wrap",
+]

@@ -47,6 +47,12 @@ class ReferenceArm:
     records_actions = True
     """Every episode records what it did: a count of 0 would be counted, not unknown."""
 
+    def __init__(self, *, mutation_audit: bool = False) -> None:
+        self.mutation_audit = mutation_audit
+        """Asks the harness to mutation-test the task's oracle after this arm's first
+        trial (``effectbench audit`` sets it; run/mutate.py). The arm itself never
+        touches the store: the harness does, on twins of its own."""
+
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         why = cannot_act(task, env)
         if why is not None or task.solution is None:

@@ -43,6 +43,7 @@ from typing import Any, Final
 import attrs
 
 from effectbench.arms.adversaries import ADVERSARY_NAMES, DIFF_ADVERSARY_NAMES, REFERENCE_NAME
+from effectbench.audit.mutation import MutationEvidence, MutationScore, score_mutations
 from effectbench.audit.report import (
     AUDIT_FILE,
     AUDITED,
@@ -51,6 +52,8 @@ from effectbench.audit.report import (
     INCOMPLETE,
     INERT,
     LEAKY,
+    UNTESTED,
+    WEAK,
     AuditReport,
     TaskAudit,
     format_audit,
@@ -71,8 +74,13 @@ from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
     TERMINAL_TYPES,
     EpisodeAbandoned,
+    EpisodePlanned,
+    MutationPlanned,
+    MutationRead,
     PostRead,
     PreSnapshot,
+    ReferencePostRead,
+    ReferencePreSnapshot,
     RunStarted,
 )
 from effectbench.core.model import (
@@ -87,6 +95,7 @@ from effectbench.log.reader import LogError, LoggedEvent, read_log
 from effectbench.oracles.sqlite import diff_snapshots
 from effectbench.projections.episodes import ProjectionError, project_episodes
 from effectbench.run.plan import pack_fingerprint
+from effectbench.scoring.labels import scoring_version_of
 from effectbench.scoring.records import EpisodeRecord
 
 # The roster (roster.py) and the report types (report.py) moved out; every name this
@@ -117,8 +126,13 @@ __all__ = [
     "value_arm_names",
 ]
 
-_PRECEDENCE: Final = (BROKEN, INERT, GAMEABLE, LEAKY, INCOMPLETE)
+_PRECEDENCE: Final = (BROKEN, INERT, GAMEABLE, WEAK, LEAKY, INCOMPLETE, UNTESTED)
 """When a task fails several checks its status is the first of these; every reason is kept."""
+
+
+_MUTATION_TYPES: Final = frozenset(
+    {MutationPlanned.TYPE, MutationRead.TYPE, ReferencePreSnapshot.TYPE, ReferencePostRead.TYPE}
+)
 
 
 class AuditError(EffectBenchError):
@@ -148,6 +162,9 @@ class _Evidence:
     plan: Mapping[str, Any] | None = None
     pending_pre: dict[str, tuple[int, Mapping[str, Any]]] = attrs.field(factory=dict)
     changes: dict[int, tuple[int, tuple[str, ...] | None]] = attrs.field(factory=dict)
+    mutations: dict[str, MutationEvidence] = attrs.field(factory=dict)
+    """Per reference episode (first trial), what the mutation audit logged."""
+    _live_mutations: dict[str, MutationEvidence] = attrs.field(factory=dict)
 
     def tap(self, events: Iterable[LoggedEvent]) -> Iterator[LoggedEvent]:
         """Pass events through unchanged, taking what the checks need on the way."""
@@ -156,14 +173,35 @@ class _Evidence:
                 self.plan = e.data.get("plan") or {}
             elif e.ep is None:
                 pass
+            elif e.type == EpisodePlanned.TYPE:
+                if e.data.get("arm") == REFERENCE_NAME and e.data.get("trial") == 0:
+                    self._live_mutations[e.ep] = MutationEvidence(episode=e.data)
             elif e.type == PreSnapshot.TYPE:
                 self.pending_pre[e.ep] = (e.seq, e.data.get("snapshot") or {})
+                if e.ep in self._live_mutations:
+                    self._live_mutations[e.ep].pre = e.data.get("snapshot")
             elif e.type == PostRead.TYPE and e.ep in self.pending_pre:
                 pre_seq, pre = self.pending_pre[e.ep]
                 self.changes[e.seq] = (pre_seq, _changed_rows(pre, e.data.get("snapshot") or {}))
+            elif e.ep in self._live_mutations and e.type in _MUTATION_TYPES:
+                self._take_mutation(self._live_mutations[e.ep], e)
             elif e.type in TERMINAL_TYPES or e.type == EpisodeAbandoned.TYPE:
                 self.pending_pre.pop(e.ep, None)
+                taken = self._live_mutations.pop(e.ep, None)
+                if taken is not None and e.type in TERMINAL_TYPES:
+                    self.mutations[e.ep] = taken
             yield e
+
+    @staticmethod
+    def _take_mutation(m: MutationEvidence, e: LoggedEvent) -> None:
+        if e.type == MutationPlanned.TYPE:
+            m.planned, m.planned_seq = e.data, e.seq
+        elif e.type == MutationRead.TYPE:
+            m.reads.append((e.seq, e.data))
+        elif e.type == ReferencePreSnapshot.TYPE:
+            m.reference = (e.data.get("snapshot"), m.reference[1])
+        elif e.type == ReferencePostRead.TYPE:
+            m.reference = (m.reference[0], e.data.get("snapshot"))
 
     def changed(self, r: EpisodeRecord) -> tuple[str, ...] | None:
         """The rows episode ``r`` changed (empty: none), or None without two usable reads."""
@@ -355,6 +393,10 @@ def _audit_task(
                     )
                     evidence[r.episode_id] = post_ptr or _pointer(r)
 
+    # (d) the oracle mutation audit: every single mutation of the reference's record is
+    # judged not correct, unless the task declares what it mutated irrelevant.
+    score = _mutation_check(task, refs, ev, failed, notes)
+
     status = next((k for k in _PRECEDENCE if failed[k]), AUDITED)
     reasons = tuple(reason for k in _PRECEDENCE for reason in failed[k])
     return TaskAudit(
@@ -364,7 +406,40 @@ def _audit_task(
         reasons=reasons,
         evidence=evidence,
         notes=tuple(notes),
+        mutation=score,
+        irrelevant=dict(task.oracle.irrelevant),
     )
+
+
+def _mutation_check(
+    task: TaskSpec,
+    refs: Sequence[EpisodeRecord],
+    ev: _Evidence,
+    failed: dict[str, list[str]],
+    notes: list[str],
+) -> MutationScore:
+    first = next((r for r in refs if r.trial == 0), None)
+    version = scoring_version_of(((ev.plan or {}).get("versions") or {}).get("scoring"))
+    score = score_mutations(
+        task,
+        ev.mutations.get(first.episode_id) if first is not None else None,
+        first.true_state if first is not None else None,
+        is_refusal_control(task),
+        version,
+    )
+    if not score.tested:
+        failed[UNTESTED].append(f"not mutation-tested: {score.reason}")
+        return score
+    if not score.applicable:
+        return score
+    failed[WEAK] += [
+        f"mutation survived: {s}: the oracle still judges the mutated record as the "
+        "reference's (check it, or declare it in oracle.irrelevant with a reason)"
+        for s in score.survivors
+    ]
+    failed[INCOMPLETE] += [f"mutation audit: {e}" for e in score.errors]
+    notes += [f"mutation declared irrelevant: {x}" for x in score.excused]
+    return score
 
 
 def audit_log(log_path: str | os.PathLike[str]) -> AuditReport:
@@ -421,7 +496,11 @@ def attestations(arms: Sequence[str], log_path: Path) -> dict[str, Any]:
         report = audit_log(log_path)
     except Exception as exc:  # noqa: BLE001 - no evidence means no attestation, never a guess
         return {"adversarially_audited": None, "source": f"audit of this log failed: {exc}"}
-    return {
+    out: dict[str, Any] = {
         "adversarially_audited": dict(sorted(report.attestations.items())),
         "source": f"{Path(log_path).name} (audit run)",
     }
+    irrelevant = {t.task_id: dict(t.irrelevant) for t in report.tasks if t.irrelevant}
+    if irrelevant:  # what the mutation audit excused travels with the attestation
+        out["irrelevant"] = dict(sorted(irrelevant.items()))
+    return out

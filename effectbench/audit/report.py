@@ -10,6 +10,7 @@ from typing import Any, Final
 
 import attrs
 
+from effectbench.audit.mutation import MutationScore
 from effectbench.audit.roster import AUDIT_ARMS
 from effectbench.core import rundir
 
@@ -21,6 +22,8 @@ __all__ = [
     "INCOMPLETE",
     "INERT",
     "LEAKY",
+    "UNTESTED",
+    "WEAK",
     "AuditReport",
     "TaskAudit",
     "format_audit",
@@ -34,6 +37,10 @@ INERT: Final = "inert"
 GAMEABLE: Final = "gameable"
 LEAKY: Final = "leaky"
 INCOMPLETE: Final = "incomplete"
+WEAK: Final = "weak"
+"""A single mutation of the reference's record survived the oracle (the mutation audit)."""
+UNTESTED: Final = "not mutation-tested"
+"""The task's store could not be mutated, so nothing shows its oracle reads what matters."""
 
 
 @attrs.frozen
@@ -48,6 +55,11 @@ class TaskAudit:
     reasons: tuple[str, ...] = ()
     evidence: Mapping[str, str] = attrs.field(factory=dict)
     notes: tuple[str, ...] = ()
+    mutation: MutationScore | None = None
+    """The oracle mutation audit's score (None: a report built without one)."""
+    irrelevant: Mapping[str, str] = attrs.field(factory=dict)
+    """What the task declares its oracle may ignore (``oracle.irrelevant``): the mutation
+    audit excused survivors there, so the attestation carries the list."""
 
     @property
     def audited(self) -> bool:
@@ -98,6 +110,8 @@ class AuditReport:
                     "reasons": list(t.reasons),
                     "evidence": dict(t.evidence),
                     "notes": list(t.notes),
+                    "mutation": None if t.mutation is None else t.mutation.plain(),
+                    "irrelevant": dict(t.irrelevant),
                 }
                 for t in self.tasks
             ],
@@ -119,6 +133,8 @@ def format_audit(report: AuditReport) -> str:
     ]
     for t in report.tasks:
         lines.append(f"{t.task_id:<{width}}  {t.category:<{cat_w}}  {t.status}")
+        if t.mutation is not None and t.mutation.tested:
+            lines.append(f"    {t.mutation.summary()}")
         lines += [f"    - {r}" for r in t.reasons]
         lines += [f"    note: {n}" for n in t.notes]
     n_ok = sum(t.audited for t in report.tasks)

@@ -71,7 +71,7 @@ def audit_arms(fields: int = 0, diffs: bool = False) -> list[Arm]:
     then one ``wrong_value_<i>`` arm per fixed field (``fields`` of them), then (``diffs``)
     the diff adversaries."""
     arms: list[Arm] = [
-        ReferenceArm(),
+        ReferenceArm(mutation_audit=True),
         NullArm(),
         HaltArm(),
         PhantomArm(),

@@ -6,7 +6,8 @@ listens on no port at all (a debugging port on 127.0.0.1 would be open to every
 process on the host, agents included, with no authentication): it reads commands on
 fd 3 and writes replies on fd 4, NUL-delimited JSON, and only the harness holds the
 other ends. It is started through the same ``PR_SET_PDEATHSIG`` launcher as the
-pool's browsers, so it dies with the harness.
+pool's browsers, so it dies with the harness, and inside the same sandbox
+(``effectbench.browser.contain``): nobody, with no view of the host's files.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Final
 
 import orjson
 
+from effectbench.browser.contain import PROFILE_DIR, BrowserSandbox, browser_sandbox
 from effectbench.browser.launch import FLAGS, BrowserUnavailable, find_chromium
 
 CALL_TIMEOUT_S: Final = 15.0
@@ -68,8 +70,11 @@ class CdpPipe:
     ``on_message``.
     """
 
-    def __init__(self, on_message: Callable[[Message], None]) -> None:
+    def __init__(
+        self, on_message: Callable[[Message], None], *, sandbox: BrowserSandbox | None = None
+    ) -> None:
         self._on_message = on_message
+        self._sandbox = sandbox
         self._proc: asyncio.subprocess.Process | None = None
         self._writer: asyncio.WriteTransport | None = None
         self._pending: dict[tuple[str | None, int], asyncio.Future[Message]] = {}
@@ -83,14 +88,22 @@ class CdpPipe:
 
     async def start(self, *, executable: str | None = None, args: Sequence[str] = ()) -> None:
         exe = executable or find_chromium()
+        box = browser_sandbox() if self._sandbox is None else self._sandbox
         loop = asyncio.get_running_loop()
+        if box.contained:
+            profile = PROFILE_DIR  # inside the sandbox's private /tmp
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="effectbench-cdp-")
+            profile = self._tmp.name
+        browser = box.argv(exe, [
+            *FLAGS, *args, "--headless", "--remote-debugging-pipe",
+            f"--user-data-dir={profile}", "about:blank",
+        ])  # fmt: skip
         browser_in, to_browser = os.pipe()  # the browser reads commands on fd 3
         from_browser, browser_out = os.pipe()  # and writes replies on fd 4
-        self._tmp = tempfile.TemporaryDirectory(prefix="effectbench-cdp-")
         argv = [
             sys.executable, "-I", "-S", "-c", _LAUNCH, str(os.getpid()),
-            str(browser_in), str(browser_out), exe, *FLAGS, *args, "--headless",
-            "--remote-debugging-pipe", f"--user-data-dir={self._tmp.name}", "about:blank",
+            str(browser_in), str(browser_out), *browser,
         ]  # fmt: skip
         try:
             self._proc = await asyncio.create_subprocess_exec(

@@ -14,14 +14,18 @@ episode's pages. Here the browser has no port; each agent connection becomes a
 browser-level session of its own on the harness's pipe (``Target.attachToBrowserTarget``,
 so Chromium keeps per-client state apart), and every message is checked:
 
-- browser-level commands are allow-listed; those naming a target or a context must
-  name the episode's own (``createTarget``, ``setDownloadBehavior`` and the cookie
-  commands are pinned to it); creating, listing or disposing of contexts and opening
-  another browser session are refused;
+- browser-level commands are allow-listed (``Browser.getVersion``, a few ``Target``
+  and cookie commands); those naming a target or a context must name the episode's
+  own (``createTarget`` and the cookie commands are pinned to it); creating, listing
+  or disposing of contexts, opening another browser session and every other
+  ``Browser.*`` command are refused;
 - ``Target.setAutoAttach`` is emulated: the proxy attaches the client to the
   context's own pages (and to pages opened later in it), never to another's; target
   events and ``getTargets`` replies are filtered to the episode's context;
-- session messages pass only on sessions attached through this connection.
+- session messages pass only on sessions attached through this connection, and only
+  as ``cdp_rules`` allows: download behaviour is acknowledged and dropped (the context
+  was created with downloads denied), host-file commands are refused, and a URL an
+  agent names must be one of the episode's product origins (``policy``).
 """
 
 from __future__ import annotations
@@ -38,7 +42,11 @@ import orjson
 import structlog
 from aiohttp import WSMsgType, web
 
+from effectbench.browser import cdp_rules
 from effectbench.browser.cdp import CdpError, CdpPipe, Message
+from effectbench.browser.contain import BrowserSandbox
+from effectbench.browser.gate import BROWSER_FLAGS, Gate
+from effectbench.browser.policy import OriginPolicy
 
 log = structlog.get_logger("effectbench.browser")
 
@@ -51,21 +59,12 @@ VIEWPORT: Final = (1024, 720)
 _REFUSED: Final = -32000
 
 _PINNED_CONTEXT: Final = frozenset({
-    "Browser.setDownloadBehavior", "Browser.grantPermissions", "Browser.resetPermissions",
-    "Browser.setPermission", "Storage.getCookies", "Storage.setCookies", "Storage.clearCookies",
-    "Target.createTarget",
+    "Storage.getCookies", "Storage.setCookies", "Storage.clearCookies", "Target.createTarget",
 })  # fmt: skip
 _OWN_TARGET: Final = frozenset({
     "Target.attachToTarget", "Target.closeTarget", "Target.activateTarget",
-    "Browser.getWindowForTarget",
 })  # fmt: skip
 _PASS: Final = frozenset({"Browser.getVersion", "Target.setDiscoverTargets"})
-_SESSION_DENIED: Final = frozenset({
-    "Target.attachToBrowserTarget", "Target.attachToTarget", "Target.createTarget",
-    "Target.createBrowserContext", "Target.disposeBrowserContext", "Target.getBrowserContexts",
-    "Target.getTargets", "Target.setDiscoverTargets", "Target.closeTarget",
-    "Target.exposeDevToolsProtocol", "Target.activateTarget", "Target.sendMessageToTarget",
-})  # fmt: skip
 _BROWSER_UI: Final = frozenset({"browser", "browser_ui", "tab"})
 _TARGET_EVENTS: Final = frozenset({
     "Target.targetCreated", "Target.targetInfoChanged", "Target.targetDestroyed",
@@ -81,6 +80,8 @@ class CdpEpisode:
     context_id: str
     target_id: str
     token: str
+    policy: OriginPolicy
+    gate: Gate
     clients: list[_Client] = attrs.field(factory=list)
     closed: bool = False
 
@@ -138,12 +139,17 @@ class _Client:
         if context is not None and context != self.episode.context_id:
             self.send(_error(ident, "not this episode's browser context", session))
             return
-        if session is None:
-            await self._browser_command(ident, method, params)
-        elif session not in self.sessions:
+        if session is not None and session not in self.sessions:
             self.send(_error(ident, f"no session {session} on this endpoint", session))
-        elif method in _SESSION_DENIED or method.startswith("Browser."):
-            self.send(_error(ident, f"{method} is not allowed through this endpoint", session))
+        elif method in cdp_rules.DOWNLOAD_BEHAVIOUR:
+            # acknowledged, never forwarded: the context's "deny" (set at open) stands
+            self.send(
+                {"id": ident, "result": {}, **({} if session is None else {"sessionId": session})}
+            )
+        elif session is None:
+            await self._browser_command(ident, method, params)
+        elif (why := cdp_rules.session_refusal(method, params, self.episode.policy)) is not None:
+            self.send(_error(ident, why, session))
         else:
             self.hub.post({**msg, "params": params})
 
@@ -172,6 +178,10 @@ class _Client:
                 return
         elif method in _PINNED_CONTEXT:
             params = {**params, "browserContextId": own}
+            refused = cdp_rules.url_refusal(method, params, self.episode.policy)
+            if refused is not None:
+                self.send(_error(ident, refused))
+                return
         elif method not in _PASS and method != "Target.getTargets":
             self.send(_error(ident, f"{method} is not allowed through this endpoint"))
             return
@@ -249,7 +259,7 @@ class _Client:
         if method in ("Target.attachedToTarget", "Target.detachedFromTarget"):
             return True  # only ever for targets this client attached
         if method not in _TARGET_EVENTS:
-            return isinstance(method, str) and method.startswith("Browser.download")
+            return False  # no other browser-wide event is the episode's to see
         info = params.get("targetInfo")
         if isinstance(info, dict):
             return self._is_own(info)
@@ -264,8 +274,10 @@ class _Client:
 class CdpHub:
     """The run's browser for protocol agents and the endpoints into it."""
 
-    def __init__(self, *, executable: str | None = None) -> None:
-        self.pipe = CdpPipe(self._on_message)
+    def __init__(
+        self, *, executable: str | None = None, sandbox: BrowserSandbox | None = None
+    ) -> None:
+        self.pipe = CdpPipe(self._on_message, sandbox=sandbox)
         self._executable = executable
         self.owners: dict[str, _Client] = {}
         self._contexts: dict[str, str] = {}  # target id -> its browser context id
@@ -279,7 +291,7 @@ class CdpHub:
         return len(self._episodes)
 
     async def start(self) -> None:
-        await self.pipe.start(executable=self._executable)
+        await self.pipe.start(executable=self._executable, args=BROWSER_FLAGS)
         try:
             await self.pipe.call("Target.setDiscoverTargets", {"discover": True})
             app = web.Application()
@@ -307,12 +319,28 @@ class CdpHub:
 
     # ------------------------------------------------------------ episodes
 
-    async def open(self) -> CdpEpisode:
-        """A fresh context with one blank page, and the endpoint that reaches only it."""
-        context = (await self.pipe.call("Target.createBrowserContext", {"disposeOnDetach": False}))[
-            "browserContextId"
-        ]
+    async def open(self, policy: OriginPolicy) -> CdpEpisode:
+        """A fresh context with one blank page, and the endpoint that reaches only it;
+        ``policy``: the product origins its documents and requests may go to (the
+        episode's channels, ``OriginPolicy.of_channels``), enforced by the context's own
+        network gate (``gate.Gate``). Downloads are denied in it for good."""
+        gate = Gate(policy)
+        proxy = await gate.start()
+        context: str | None = None
         try:
+            context = (
+                await self.pipe.call(
+                    "Target.createBrowserContext",
+                    {
+                        "disposeOnDetach": False,
+                        "proxyServer": proxy,
+                        "proxyBypassList": "<-loopback>",
+                    },
+                )
+            )["browserContextId"]
+            await self.pipe.call(
+                "Browser.setDownloadBehavior", {"behavior": "deny", "browserContextId": context}
+            )
             width, height = VIEWPORT
             target = (
                 await self.pipe.call(
@@ -326,13 +354,20 @@ class CdpHub:
                 )
             )["targetId"]
         except BaseException:
-            with anyio.CancelScope(shield=True), contextlib.suppress(CdpError):
-                await self.pipe.call("Target.disposeBrowserContext", {"browserContextId": context})
+            with anyio.CancelScope(shield=True):
+                if context is not None:
+                    with contextlib.suppress(CdpError):
+                        await self.pipe.call(
+                            "Target.disposeBrowserContext", {"browserContextId": context}
+                        )
+                await gate.stop()
             raise
         self.remember(target, context)
         token = secrets.token_urlsafe(18)
         url = f"ws://127.0.0.1:{self._port}{PATH}{token}"
-        episode = CdpEpisode(url=url, context_id=context, target_id=target, token=token)
+        episode = CdpEpisode(
+            url=url, context_id=context, target_id=target, token=token, policy=policy, gate=gate
+        )
         self._episodes[token] = episode
         return episode
 
@@ -352,6 +387,7 @@ class CdpHub:
                     "Target.disposeBrowserContext", {"browserContextId": episode.context_id}
                 )
             finally:
+                await episode.gate.stop()
                 for target, context in list(self._contexts.items()):
                     if context == episode.context_id:
                         del self._contexts[target]

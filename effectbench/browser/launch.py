@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from effectbench.browser.contain import BrowserSandbox, browser_sandbox
+
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Playwright
 
@@ -48,8 +50,10 @@ FLAGS: Final = (
     "--disable-crash-reporter",
     "--mute-audio",
 )
-"""Headless, offline, no sandbox (the harness often runs as root in a container), no GPU,
-nothing that phones home or spawns a crash handler that would outlive the browser."""
+"""Headless, offline, no GPU, nothing that phones home or spawns a crash handler that
+would outlive the browser. Chromium's own sandbox is off: the browser runs inside
+bubblewrap as nobody instead (``effectbench.browser.contain``), where it has nothing to
+shed, and as root where the host cannot contain (Chromium refuses its sandbox as root)."""
 
 INSTALL_HINT: Final = (
     "install one with `apt-get install chromium-headless-shell` (Debian) or `apt-get "
@@ -186,15 +190,23 @@ async def launch_chromium(
     executable: str | None = None,
     args: Sequence[str] = (),
     timeout_s: float = 30.0,
+    sandbox: BrowserSandbox | None = None,
 ) -> Browser:
     """Launch one configured headless Chromium on ``playwright`` (async API).
 
     ``executable`` defaults to ``find_chromium()``; ``args`` are added to ``FLAGS``. On
-    Linux the browser is started with PR_SET_PDEATHSIG, so it never outlives its driver.
+    Linux the browser is started with PR_SET_PDEATHSIG, so it never outlives its driver,
+    and inside ``sandbox`` (default: ``browser_sandbox()``, contained where the host can
+    contain agents; docs/agent-protocol.md, "What a contained browser can reach").
     """
     exe = executable or find_chromium()
+    linux = sys.platform.startswith("linux")
+    box = (browser_sandbox() if linux else BrowserSandbox(None)) if sandbox is None else sandbox
     with tempfile.TemporaryDirectory(prefix="effectbench-chromium-") as tmp:
-        path = _wrapper(Path(tmp), exe) if sys.platform.startswith("linux") else exe
+        if box.contained:
+            path = box.launcher(Path(tmp), exe)
+        else:
+            path = _wrapper(Path(tmp), exe) if linux else exe
         try:
             # The wrapper only has to exist until the browser has exec'd past it.
             return await playwright.chromium.launch(
@@ -213,13 +225,16 @@ async def launch_chromium(
 
 @contextlib.asynccontextmanager
 async def chromium(
-    *, executable: str | None = None, args: Sequence[str] = ()
+    *,
+    executable: str | None = None,
+    args: Sequence[str] = (),
+    sandbox: BrowserSandbox | None = None,
 ) -> AsyncIterator[Browser]:
     """``async with chromium() as browser:`` a Playwright driver and one configured
     headless Chromium, both stopped on exit (for reports, tools and tests)."""
     pw = await start_playwright()
     try:
-        browser = await launch_chromium(pw, executable=executable, args=args)
+        browser = await launch_chromium(pw, executable=executable, args=args, sandbox=sandbox)
         try:
             yield browser
         finally:

@@ -18,6 +18,8 @@ from effectbench.browser.launch import launch_chromium, start_playwright
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright
 
+    from effectbench.browser.contain import BrowserSandbox
+
 ACTION_TIMEOUT_S: Final = 15.0
 """Playwright's per-action default is 30 s; a page that stalls longer than this is broken."""
 CLOSE_TIMEOUT_S: Final = 10.0
@@ -48,13 +50,21 @@ class EpisodeBrowser:
 
 
 class BrowserPool:
-    """``browsers`` Chromium processes under one Playwright driver, started once per run."""
+    """``browsers`` Chromium processes under one Playwright driver, started once per run,
+    each inside ``sandbox`` (default: contained where the host can contain agents)."""
 
-    def __init__(self, *, browsers: int = 1, executable: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        browsers: int = 1,
+        executable: str | None = None,
+        sandbox: BrowserSandbox | None = None,
+    ) -> None:
         if browsers < 1:
             raise ValueError(f"a browser pool needs at least one browser, got {browsers}")
         self._size = browsers
         self._executable = executable
+        self._sandbox = sandbox
         self._playwright: Playwright | None = None
         self._browsers: list[Browser] = []
         self._load: list[int] = []
@@ -69,7 +79,9 @@ class BrowserPool:
         self._playwright = await start_playwright()
         try:
             for _ in range(self._size):
-                browser = await launch_chromium(self._playwright, executable=self._executable)
+                browser = await launch_chromium(
+                    self._playwright, executable=self._executable, sandbox=self._sandbox
+                )
                 self._browsers.append(browser)
                 self._load.append(0)
         except BaseException:

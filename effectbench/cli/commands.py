@@ -76,6 +76,24 @@ def _positive_int(name: str) -> Any:
     return check
 
 
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _byte_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """``4194304``, ``4M``, ``512K``, ``1G`` (binary units; a trailing ``iB`` or ``B`` is
+    allowed) as a number of bytes."""
+    if value is None:
+        return None
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = text[-1:] if text[-1:] in ("K", "M", "G") else ""
+    digits = text[: len(text) - len(unit)]
+    if not digits.isdigit():
+        raise click.BadParameter(
+            f"must be a number of bytes such as 4194304, 512K or 4M, got {value!r}"
+        )
+    return int(digits) * _UNITS[unit]
+
+
 def _concurrency_option(default: int) -> Callable[[_F], _F]:
     return click.option(
         "--concurrency",
@@ -211,6 +229,13 @@ def _given(ctx: click.Context, name: str) -> bool:
     "for an arm that scored nothing, the run exits 3 (incomplete) naming the arm, and verify "
     "and export refuse it. [default: 0.9; a resume keeps the recorded one]",
 )
+@click.option(
+    "--agent-log-budget",
+    callback=_byte_size,
+    metavar="BYTES",
+    help="Bytes an arm may put into the log per episode (actions, model calls, its report's "
+    "message), e.g. 4M or 512K; past it the episode is an agent failure. [default: 4M]",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -233,6 +258,7 @@ def run(
     executor: str,
     prices: Path | None,
     min_coverage: float | None,
+    agent_log_budget: int | None,
     force: bool,
     quiet: bool,
     no_report: bool,
@@ -241,12 +267,14 @@ def run(
     little: docs/exit-codes.md)."""
     from effectbench.run.options import DEFAULT_MIN_COVERAGE, OptionsError, RunOptions
 
+    budget = DEFAULTS.agent_log_budget if agent_log_budget is None else agent_log_budget
     try:
         RunOptions(
             episode_timeout=episode_timeout,
             oracle_retries=oracle_retries,
             provider_timeout=provider_timeout,
             min_coverage=DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage,
+            agent_log_budget=budget,
         )
     except OptionsError as exc:
         _fail(flag_message(exc))
@@ -286,6 +314,7 @@ def run(
         provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
         prices=prices,
         min_coverage=min_coverage,
+        agent_log_budget=budget,
         **kwargs,
     )
 
@@ -835,7 +864,8 @@ def _report(raw: BaseException, debug: bool) -> int:
         message = os_error_line(err)
     if isinstance(err, (*_user_error_types(), OSError)):
         click.echo(f"effectbench: error: {message}", err=True)
-        return EXIT_USAGE
+        code = getattr(err, "exit_code", EXIT_USAGE)  # an error with its own (core/exitcodes.py)
+        return int(code) if isinstance(code, int) else EXIT_USAGE
     click.echo(
         f"effectbench: internal error: {type(err).__name__}: {message} (rerun with --debug for a "
         "traceback)",

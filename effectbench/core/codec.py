@@ -230,7 +230,32 @@ def _structure_oracle(d: Any) -> OracleSpec:
         trial_unique_payload=_bool(d, "trial_unique_payload", where, True),
         refusal_controls=_bool(d, "refusal_controls", where, False),
         adversarially_audited=_bool(d, "adversarially_audited", where, False),
+        irrelevant=_irrelevant(_take(d, "irrelevant", where, {}), where),
     )
+
+
+def _irrelevant(v: Any, where: str) -> dict[str, str]:
+    d = _obj(v, f"{where}.irrelevant")
+    for entry, reason in d.items():
+        if type(reason) is not str:
+            raise InvalidSpec(f"{where}.irrelevant.{entry} must be the reason, a string")
+    return dict(d)
+
+
+def _unstructure_oracle(o: OracleSpec) -> dict[str, Any]:
+    """Every field; ``irrelevant`` only when it lists something, so a task that declares
+    nothing keeps the plan (and pack fingerprint) it had before the field existed."""
+    d: dict[str, Any] = {
+        "channel": o.channel,
+        "tables": list(o.tables),
+        "isolated_from_agent": o.isolated_from_agent,
+        "trial_unique_payload": o.trial_unique_payload,
+        "refusal_controls": o.refusal_controls,
+        "adversarially_audited": o.adversarially_audited,
+    }
+    if o.irrelevant:
+        d["irrelevant"] = dict(o.irrelevant)
+    return d
 
 
 def _enum(
@@ -334,6 +359,7 @@ def _make_converter() -> cattrs.Converter:
     c.register_unstructure_hook(DiffEffect, unstructure_diff)
     c.register_structure_hook(DiffEffect, lambda d, _: structure_any_effect(d))
     c.register_structure_hook(OracleSpec, lambda d, _: _structure_oracle(d))
+    c.register_unstructure_hook(OracleSpec, _unstructure_oracle)
 
     def unstructure_task(t: TaskSpec) -> dict[str, Any]:
         d = {a.name: c.unstructure(getattr(t, a.name)) for a in TaskSpec.__attrs_attrs__}

@@ -199,6 +199,38 @@ class ReferencePostRead:
 
 
 @attrs.frozen
+class MutationPlanned:
+    """The oracle mutation audit of a reference episode (docs/audit.md): on a twin, the
+    store was read before and after the reference ran; ``mutations`` (each a
+    ``run.mutations.Mutation.plain()`` with its ``name``) follow, one
+    ``episode.mutation_read`` each. ``tested`` False: nothing could be mutated
+    (``reason`` says why), so the task is not mutation-tested."""
+
+    TYPE = "episode.mutation_planned"
+    tested: bool
+    reason: str
+    mutations: tuple[Mapping[str, Any], ...] = ()
+    written: tuple[str, ...] = ()
+    """The rows the reference wrote, changed or removed, one line each."""
+
+
+@attrs.frozen
+class MutationRead:
+    """One mutation applied to a fresh twin after the reference ran, and the oracle's
+    read of the result. ``status``: ``applied``, ``refused`` (the store cannot hold that
+    state: not counted) or ``error`` (no twin could be had). ``pre``: the twin's read
+    before the reference ran, None when it equals the episode's own pre-snapshot."""
+
+    TYPE = "episode.mutation_read"
+    index: int
+    mutation: Mapping[str, Any]
+    status: str
+    detail: str
+    pre: Mapping[str, Any] | None = None
+    snapshot: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
 class EpisodeFinished:
     TYPE = "episode.finished"
 
@@ -237,6 +269,8 @@ EVENT_TYPES: Final[Mapping[str, type]] = {
         PostRead,
         ReferencePreSnapshot,
         ReferencePostRead,
+        MutationPlanned,
+        MutationRead,
         EpisodeFinished,
         EpisodeFailed,
         EpisodeAbandoned,

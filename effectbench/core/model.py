@@ -441,6 +441,19 @@ AnyEffect: TypeAlias = Effect | DiffEffect
 """What a task declares: the insert clause of SPEC 1.0 or a state diff (SPEC 1.1)."""
 
 
+def _check_irrelevant(instance: Any, attribute: Any, value: Mapping[str, str]) -> None:
+    for entry, reason in value.items():
+        table, dot, column = entry.partition(".")
+        if not dot or not table or not column:
+            raise InvalidSpec(
+                f"oracle.irrelevant entry {entry!r} must read 'table.column' or 'table.*'"
+            )
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidSpec(
+                f"oracle.irrelevant entry {entry!r} needs its reason: why may the oracle ignore it?"
+            )
+
+
 @attrs.frozen
 class OracleSpec:
     """How the independent oracle reads the record, and the four non-gameability attestations.
@@ -455,6 +468,13 @@ class OracleSpec:
     trial_unique_payload: bool = True
     refusal_controls: bool = False
     adversarially_audited: bool = False
+    irrelevant: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_freeze_mapping, validator=_check_irrelevant
+    )
+    """What the oracle may ignore, each with the reason: ``"table.column"`` (a column
+    whose value does not matter, e.g. a surrogate id or a timestamp) or ``"table.*"``
+    (a whole table, e.g. a session cache). The mutation audit (docs/audit.md) excuses a
+    surviving mutation only there; the list travels with the task and its attestation."""
 
 
 _TRIAL_SUFFIX = re.compile(r"::t\d")

@@ -20,7 +20,9 @@ import attrs
 
 from effectbench.projections.compare import Pair, compare_arms
 from effectbench.report.data import MANIFEST, TASK_LIMIT, ReportError, RunData, load_run, read_json
-from effectbench.report.render import render, write_atomic
+from effectbench.report.drill import collect_events
+from effectbench.report.output import write_page
+from effectbench.report.render import render
 
 __all__ = ["build_compare", "check_comparable", "paired_blocks", "run_labels"]
 
@@ -128,6 +130,9 @@ def build_compare(dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
             raise ReportError(f"run directory {p} does not exist")
     manifests = check_comparable(paths)
     runs = [load_run(p) for p in paths]
+    for path, run in zip(paths, runs, strict=True):
+        # as a report does: the log must be the one the artifacts were built from
+        collect_events(path, (), run.identity.final_hash, run.identity.events)
     labels = run_labels(paths)
     tasks = [str(t.get("task_id")) for t in manifests[0].get("tasks") or ()]
     arms = [
@@ -145,12 +150,7 @@ def build_compare(dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
         tasks_total=len(tasks),
         k=runs[0].identity.k,
     )
-    target = Path(out)
-    try:
-        write_atomic(target, html)
-    except OSError as exc:
-        raise ReportError(f"cannot write {target}: {exc.strerror or exc}") from None
-    return target
+    return write_page(Path(out), html)
 
 
 def _task_rows(runs: Sequence[RunData], tasks: Sequence[str]) -> list[tuple[str, list[str]]]:

@@ -19,7 +19,8 @@ from effectbench.report.drill import (
     drill,
     select_episodes,
 )
-from effectbench.report.render import render, write_atomic
+from effectbench.report.output import write_page
+from effectbench.report.render import render
 
 __all__ = ["REPORT_FILE", "build_report"]
 
@@ -79,8 +80,4 @@ def build_report(
     drills, note = _drills(data, drill_limit, wanted)
     html = render("run.html.j2", run=data, drills=drills, drill_note=note)
     target = Path(out) if out is not None else root / REPORT_FILE
-    try:
-        write_atomic(target, html)
-    except OSError as exc:
-        raise ReportError(f"cannot write {target}: {exc.strerror or exc}") from None
-    return target
+    return write_page(target, html)

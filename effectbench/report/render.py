@@ -8,17 +8,15 @@ makes no request and opens from the file system. Output depends only on its inpu
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any, Final
 
 from effectbench.report import charts
 from effectbench.report.data import OUTCOME_COLUMNS, Rate
 
-__all__ = ["render", "write_atomic"]
+__all__ = ["render"]
 
 _TEMPLATE_DIR: Final = "templates/report"
 
@@ -95,9 +93,3 @@ _FILTERS: Final[Mapping[str, Callable[..., str]]] = {
 
 def render(template: str, **context: Any) -> bytes:
     return str(_environment().get_template(template).render(**context)).encode("utf-8")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

@@ -11,6 +11,7 @@ from typing import Final
 
 import attrs
 
+from effectbench.core.agentlog import DEFAULT_LOG_BUDGET, MAX_LOG_BUDGET, MIN_LOG_BUDGET
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.prices import PriceTable
 from effectbench.core.provider import SCREENSHOT_POLICIES, ScreenshotPolicy
@@ -30,6 +31,7 @@ _WORDS: Final = {
     "provider_timeout": "the provider timeout",
     "screenshots": "the screenshot policy",
     "min_coverage": "the minimum coverage",
+    "agent_log_budget": "the agent log budget",
 }
 
 
@@ -76,6 +78,9 @@ class RunOptions:
     prices: PriceTable | None = None
     """Prices a model call whose arm gave no cost, from its model and tokens
     (``cost_source = "price_table:<version>"``); None: such a cost stays unknown."""
+    agent_log_budget: int = DEFAULT_LOG_BUDGET
+    """Bytes an arm may put into the log per episode (actions, model calls, the report's
+    message; effectbench.core.agentlog): past it the episode fails as ``agent``."""
 
     min_coverage: float = DEFAULT_MIN_COVERAGE
     """The least fraction of its planned episodes each arm must score for the run to be a
@@ -93,6 +98,12 @@ class RunOptions:
             raise OptionsError(
                 "episode_timeout",
                 f"must be a finite, positive number of seconds, got {self.episode_timeout}",
+            )
+        if not MIN_LOG_BUDGET <= self.agent_log_budget <= MAX_LOG_BUDGET:
+            raise OptionsError(
+                "agent_log_budget",
+                f"must be from {MIN_LOG_BUDGET} bytes (1K) to {MAX_LOG_BUDGET} bytes (1G), "
+                f"got {self.agent_log_budget}",
             )
         if self.screenshots not in SCREENSHOT_POLICIES:
             raise OptionsError(

@@ -29,7 +29,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -37,6 +37,8 @@ import attrs
 import orjson
 import structlog
 
+from effectbench.core import bounds
+from effectbench.core.agentlog import LogBudget, LogBudgetExceeded
 from effectbench.core.arm import Arm, TaskView
 from effectbench.core.codec import converter
 from effectbench.core.errors import EffectBenchError
@@ -72,7 +74,8 @@ from effectbench.core.provider import (
     Telemetry,
 )
 from effectbench.core.rundir import LOG_FILE, RunDir
-from effectbench.run import statedir
+from effectbench.run import statedir, storage
+from effectbench.run.mutate import run_mutations, wants_mutations
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.run.runlock import run_lock_held, share_run_lock
@@ -200,10 +203,15 @@ def load_resume_state(log_path: Path) -> ResumeState:
     )
 
 
-def _one_line(exc: BaseException) -> str:
+_ARM_REASON_MAX: Final = 5_120
+"""An arm's failure reason may be longer than other errors: a protocol agent's carries
+the last 4 KiB of its stderr (the real error, not only its last line)."""
+
+
+def _one_line(exc: BaseException, limit: int = 500) -> str:
     text = " ".join(str(exc).split())
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line if len(line) <= 500 else line[:497] + "..."
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _snapshot_data(snapshot: Snapshot) -> dict[str, Any]:
@@ -221,6 +229,29 @@ def _sum_known(values: Iterable[float | int | None]) -> Any:
         total += v
         any_value = True
     return total if any_value else None
+
+
+def _bounded_calls(calls: Sequence[ModelCall]) -> tuple[list[ModelCall], str | None]:
+    """The calls whose numbers are in range (core/bounds.py) and the first problem of
+    one that is not: an arm that reports such a number fails its episode."""
+    kept: list[ModelCall] = []
+    problem: str | None = None
+    for c in calls:
+        why = bounds.call_problem(c.input_tokens, c.output_tokens, c.cost_usd, c.latency_ms)
+        if why is None:
+            kept.append(c)
+        elif problem is None:
+            problem = why
+    return kept, problem
+
+
+def _over_budget(budget: LogBudget, report: AgentReport) -> str | None:
+    """Charge the report's message to the episode's log budget; why the episode is past
+    its budget (also when the arm caught the recorder's refusal), else None."""
+    if budget.exceeded is None:
+        with contextlib.suppress(LogBudgetExceeded):
+            budget.charge(len(str(report.message).encode("utf-8", "replace")), "its report")
+    return None if budget.exceeded is None else budget.exceeded.removeprefix("the arm ")
 
 
 def _injections(provisioned: ProvisionedEpisode) -> Sequence[ActionRecord]:
@@ -241,27 +272,33 @@ def _action_count(n_actions: int, counts_actions: bool) -> int | None:
 
 
 def _telemetry_data(
-    calls: Sequence[ModelCall], n_actions: int | None, counts_model: bool = False
+    calls: Sequence[ModelCall],
+    n_actions: int | None,
+    counts_model: bool = False,
+    failed: bool = False,
 ) -> dict[str, Any]:
     """The episode.telemetry event. ``actions`` is the count :func:`_action_count` gives;
     the model fields are null unless the arm made a call or declares that it counts them
-    (``uses_model``), when none counted is 0 (docs/metrics.md)."""
+    (``uses_model``), when none counted is 0 (docs/metrics.md). An arm that ``failed``
+    (raised, timed out) may have died inside a call whose usage nobody reported: its
+    tokens and cost are null, never a sum that leaves that call out nor a made-up 0."""
     if not calls and counts_model:
         return {
             "model_calls": 0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cost_usd": 0.0,
+            "input_tokens": None if failed else 0,
+            "output_tokens": None if failed else 0,
+            "cost_usd": None if failed else 0.0,
             "actions": n_actions,
             "model_latency_ms": 0.0,
-            "cost_source": "arm",
+            "cost_source": None if failed else "arm",
             "model_call_latency_ms": [],
         }
+    known = not failed
     data: dict[str, Any] = {
         "model_calls": len(calls) if calls else None,
-        "input_tokens": _sum_known(c.input_tokens for c in calls),
-        "output_tokens": _sum_known(c.output_tokens for c in calls),
-        "cost_usd": _sum_known(c.cost_usd for c in calls),
+        "input_tokens": _sum_known(c.input_tokens for c in calls) if known else None,
+        "output_tokens": _sum_known(c.output_tokens for c in calls) if known else None,
+        "cost_usd": _sum_known(c.cost_usd for c in calls) if known else None,
         "actions": n_actions,
     }
     if calls:  # only then, so a log without model calls keeps its bytes
@@ -362,6 +399,9 @@ class Scheduler:
         self._finished = 0
         self._failed = 0
         self._start_error: ProviderStartError | None = None
+        self._storage_lost: OSError | None = None
+        """The first error of the harness's own storage (run/storage.py): the run stops."""
+        self._work: anyio.CancelScope | None = None
         self._provider_errors: dict[str, int] = {}
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
@@ -403,14 +443,20 @@ class Scheduler:
                 else None
             )
             with _exclusive(self.log_path) as fd:
-                outcome = await self._run_locked(resume, signals)
-                watching.close()  # while the artifacts are built, Ctrl-C is the default one
-                check_still_ours(fd, self.log_path)
-                if finish is not None and not outcome.interrupted:
-                    try:
-                        await finish()
-                    finally:  # a log removed mid-build is reported as that, not a build error
-                        check_still_ours(fd, self.log_path)
+                try:
+                    outcome = await self._run_locked(resume, signals)
+                    watching.close()  # while the artifacts are built, Ctrl-C is the default one
+                    check_still_ours(fd, self.log_path)
+                    if finish is not None and not outcome.interrupted:
+                        try:
+                            await finish()
+                        finally:  # a log removed mid-build is reported as that, not a build error
+                            check_still_ours(fd, self.log_path)
+                except Exception as exc:
+                    lost = storage.storage_cause(exc)
+                    if lost is None or isinstance(exc, storage.StorageError):
+                        raise
+                    raise storage.StorageError(self.run_dir, lost) from exc
         return outcome
 
     async def _run_locked(self, resume: ResumeState | None, signals: Any) -> RunOutcome:
@@ -483,6 +529,7 @@ class Scheduler:
             try:
                 async with anyio.create_task_group() as outer:
                     with anyio.CancelScope() as work:
+                        self._work = work
                         if signals is not None:
                             outer.start_soon(self._watch_signals, signals, work, caught)
                         if self.executor is None:
@@ -502,17 +549,14 @@ class Scheduler:
                 interrupted = True
                 raise
             finally:
+                self._work = None
                 with anyio.CancelScope(shield=True):
-                    await writer.emit_event(
-                        RunFinished(
-                            interrupted=interrupted,
-                            episodes_finished=self._finished,
-                            episodes_failed=self._failed,
-                        )
-                    )
+                    await self._emit_run_finished(writer, interrupted)
                 self._emit = None
         if self._start_error is not None:
             raise self._start_error
+        if self._storage_lost is not None:
+            raise storage.StorageError(self.run_dir, self._storage_lost)
         return RunOutcome(
             run_id=self.run_id,
             interrupted=interrupted,
@@ -524,6 +568,32 @@ class Scheduler:
             failed=self._failed,
             final_hash=writer.last_hash,
         )
+
+    async def _emit_run_finished(self, writer: Any, interrupted: bool) -> None:
+        """The session's last event; not attempted again once the harness's storage failed
+        (the log may be the file that cannot be written: the run stops without it)."""
+        event = RunFinished(
+            interrupted=interrupted,
+            episodes_finished=self._finished,
+            episodes_failed=self._failed,
+        )
+        try:
+            await writer.emit_event(event)
+        except Exception as exc:
+            if storage.storage_cause(exc) is None:
+                raise
+            self._storage_lost = self._storage_lost or storage.storage_cause(exc)
+
+    def _stop_for_storage(self, lost: OSError) -> bool:
+        """The harness's storage failed in an episode: remember the first error and stop
+        the run (its episodes in flight get no terminal event: resume reruns them). False
+        where there is no run to stop (an episode run on a Dask worker)."""
+        if self._work is None:
+            return False
+        if self._storage_lost is None:
+            self._storage_lost = lost
+        self._work.cancel()
+        return True
 
     def _execution(self) -> dict[str, Any]:
         """How each arm runs (``in_process``, ``subprocess``, ``isolated``) and, when a
@@ -747,6 +817,15 @@ class Scheduler:
         )
 
     async def _episode(self, spec: EpisodeSpec) -> None:
+        """One episode; one that the harness's own storage cut off ends with no event."""
+        try:
+            await self._episode_events(spec)
+        except Exception as exc:
+            lost = storage.storage_cause(exc)
+            if lost is None or not self._stop_for_storage(lost):
+                raise
+
+    async def _episode_events(self, spec: EpisodeSpec) -> None:
         emit = self._emit
         assert emit is not None
         ep = spec.episode_id
@@ -764,7 +843,7 @@ class Scheduler:
                     provisioned, env=attrs.evolve(provisioned.env, browser=browser.page)
                 )
             if spec.arm in self._cdp_arms:
-                cdp = await self._open_cdp()
+                cdp = await self._open_cdp(provisioned.env.channels)
                 provisioned = attrs.evolve(
                     provisioned, env=attrs.evolve(provisioned.env, browser_cdp=cdp.url)
                 )
@@ -774,7 +853,9 @@ class Scheduler:
         except anyio.get_cancelled_exc_class() as exc:
             await _reraise_if_stopping()  # the run is stopping: no terminal event, resume reruns it
             failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
-        except Exception as exc:  # noqa: BLE001 - a harness fault: never stop the run for it
+        except Exception as exc:  # a harness fault: never stop the run for it, but for storage
+            if storage.storage_cause(exc) is not None:
+                raise  # the harness's storage: not the episode's failure (_episode)
             failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
         finally:
             if browser is not None:  # the context goes first: its page talks to the product
@@ -848,10 +929,15 @@ class Scheduler:
         assert self._browsers is not None
         return await self._open_within(self._browsers.open, "browser page")
 
-    async def _open_cdp(self) -> CdpEpisode:
-        """A fresh context and its CDP endpoint for a protocol agent's episode."""
-        assert self._cdp is not None
-        return await self._open_within(self._cdp.open, "browser context")
+    async def _open_cdp(self, channels: Mapping[str, str]) -> CdpEpisode:
+        """A fresh context and its CDP endpoint for a protocol agent's episode, limited
+        to the product's origins (those of its channels' URLs)."""
+        from effectbench.browser.policy import OriginPolicy
+
+        hub = self._cdp
+        assert hub is not None
+        policy = OriginPolicy.of_channels(channels)
+        return await self._open_within(lambda: hub.open(policy), "browser context")
 
     async def _open_within(self, open_: Callable[[], Awaitable[_T]], what: str) -> _T:
         """``open_()`` within the provider timeout; a failure or a timeout is an
@@ -961,6 +1047,7 @@ class Scheduler:
         env = provisioned.env
         telemetry: Telemetry = env.telemetry
         telemetry.screenshot_policy = self.options.screenshots
+        budget = telemetry.log_budget = LogBudget(self.options.agent_log_budget)
         view = TaskView.of(
             spec.task, spec.trial, episode_id=ep, params=spec.params, effect=spec.effect
         )
@@ -979,13 +1066,20 @@ class Scheduler:
             await _reraise_if_stopping()
             arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
         except Exception as exc:  # noqa: BLE001 - whatever the arm raises is an agent failure
-            arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
+            arm_error = f"arm {spec.arm!r} raised {_one_line(exc, _ARM_REASON_MAX)}"
         if limit.cancelled_caught:
             arm_error = f"arm {spec.arm!r} ran past the episode timeout of {timeout:g}s"
         wall_ms = (time.perf_counter() - t0) * 1000.0
         if arm_error is None and not isinstance(report, AgentReport):
             arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"
 
+        if arm_error is None:
+            arm_error = _over_budget(budget, report)
+            if arm_error is not None:
+                arm_error = f"arm {spec.arm!r} {arm_error}"
+        calls, out_of_range = _bounded_calls(telemetry.model_calls)
+        if out_of_range is not None and arm_error is None:
+            arm_error = f"arm {spec.arm!r} recorded a model call out of range: {out_of_range}"
         await self._emit_telemetry(telemetry, ep)
         for injected in _injections(provisioned):
             await emit(*_typed(Injected(str(injected.kind), _json_safe(injected.detail))), ep)
@@ -993,12 +1087,13 @@ class Scheduler:
             *_typed(
                 ArmTelemetry(
                     **_telemetry_data(
-                        price_calls(telemetry.model_calls, self.options.prices),
+                        price_calls(calls, self.options.prices),
                         _action_count(
                             len(telemetry.actions),
                             getattr(arm, "records_actions", False) is True,
                         ),
                         counts_model=getattr(arm, "uses_model", False) is True,
+                        failed=arm_error is not None,
                     )
                 )
             ),
@@ -1020,6 +1115,13 @@ class Scheduler:
             twin_error = await run_twin(self.provider, spec, *program, self.options, emit)
             if twin_error is not None:
                 raise _Episode(FailureClass.ENVIRONMENT, "reference", twin_error)
+        if (
+            getattr(arm, "mutation_audit", False) is True
+            and spec.trial == 0
+            and wants_mutations(spec.task)
+        ):
+            # the audit's reference asks for its oracle to be mutation-tested (run/mutate.py)
+            await run_mutations(self.provider, spec, arm, self.options, emit, pre)
         return EpisodeOutcome(spec, None, report, pre, post)
 
 

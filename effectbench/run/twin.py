@@ -26,7 +26,7 @@ from effectbench.core.provider import BenchmarkProvider, Oracle
 from effectbench.run.options import RunOptions
 from effectbench.run.plan import EpisodeSpec
 
-__all__ = ["BUILT_IN_PROGRAMS", "reference_program", "run_twin"]
+__all__ = ["BUILT_IN_PROGRAMS", "program_report", "read_within", "reference_program", "run_twin"]
 
 BUILT_IN_PROGRAMS: Mapping[str, Callable[[], Arm]] = {REFERENCE_NAME: ReferenceArm}
 """Reference programs a task may name without the run listing them as arms."""
@@ -46,7 +46,8 @@ def reference_program(effect: AnyEffect, arms: Mapping[str, Arm]) -> tuple[str, 
     return name, arm
 
 
-async def _read(oracle: Oracle, limit: float) -> Snapshot:
+async def read_within(oracle: Oracle, limit: float) -> Snapshot:
+    """One oracle read of a twin, bounded by ``limit`` seconds; never raises."""
     try:
         with anyio.move_on_after(limit) as scope:
             snapshot = await oracle.read()
@@ -61,7 +62,8 @@ async def _read(oracle: Oracle, limit: float) -> Snapshot:
         return Snapshot.unreadable(f"{type(exc).__name__}: {exc}"[:300])
 
 
-async def _program_report(arm: Arm, view: TaskView, env: Any, timeout: float | None) -> AgentReport:
+async def program_report(arm: Arm, view: TaskView, env: Any, timeout: float | None) -> AgentReport:
+    """Run a scripted program on a twin; what went wrong becomes a halted report."""
     try:
         with anyio.fail_after(timeout):
             report = await arm.run(view, env)
@@ -107,13 +109,13 @@ async def run_twin(
     except Exception as exc:  # noqa: BLE001 - provider code
         return f"twin provision failed: {type(exc).__name__}: {exc}"[:300]
     try:
-        pre = await _read(twin.oracle, limit)
+        pre = await read_within(twin.oracle, limit)
         await _emit(emit, ReferencePreSnapshot(name, converter.unstructure(pre)), ep)
         view = TaskView.of(
             spec.task, spec.trial, episode_id=ep, params=spec.params, effect=spec.effect
         )
-        report = await _program_report(arm, view, twin.env, options.episode_timeout)
-        post = await _read(twin.oracle, limit)
+        report = await program_report(arm, view, twin.env, options.episode_timeout)
+        post = await read_within(twin.oracle, limit)
         read = ReferencePostRead(
             name, converter.unstructure(post), bool(report.reported_success), str(report.message)
         )

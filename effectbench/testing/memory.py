@@ -28,6 +28,7 @@ from effectbench.core.model import (
     TaskSpec,
 )
 from effectbench.core.provider import EnvHandle, ProductResponse, ProvisionedEpisode, SkipEpisode
+from effectbench.core.store import Locator, StoredRow, StoredTable, StoreRefused
 
 __all__ = [
     "MODES",
@@ -121,6 +122,44 @@ class MemoryStore:
             readable=True,
             tables={t: tuple(dict(r) for r in rows) for t, rows in self.tables.items()},
         )
+
+
+class _MemoryRecordStore:
+    """The mutation audit's write handle on a ``MemoryStore`` (effectbench.core.store):
+    rows are located by their ``id``."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    async def tables(self) -> Sequence[StoredTable]:
+        return [StoredTable(t, ("id",)) for t in sorted(self.store.tables)]
+
+    async def rows(self, table: str) -> Sequence[StoredRow]:
+        return [StoredRow(_locator(r.get("id")), dict(r)) for r in self.store.tables.get(table, [])]
+
+    def _index(self, table: str, locator: Locator) -> int:
+        for i, r in enumerate(self.store.tables.get(table, [])):
+            if _locator(r.get("id")) == locator:
+                return i
+        raise StoreRefused(f"{table}: no row with id {locator!r}")
+
+    async def update(self, table: str, locator: Locator, values: Mapping[str, JSONScalar]) -> None:
+        self.store.tables[table][self._index(table, locator)].update(values)
+
+    async def delete(self, table: str, locator: Locator) -> None:
+        del self.store.tables[table][self._index(table, locator)]
+
+    async def insert(self, table: str, values: Mapping[str, JSONScalar]) -> None:
+        rows = self.store.tables.setdefault(table, [])
+        if "id" in values and any(r.get("id") == values["id"] for r in rows):
+            raise StoreRefused(f"{table}: id {values['id']!r} is taken")
+        self.store.insert(table, {k: v for k, v in values.items() if k != "id"})
+        if "id" in values:
+            rows[-1]["id"] = values["id"]
+
+
+def _locator(value: JSONScalar) -> Locator:
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else str(value)
 
 
 class _Form:
@@ -238,7 +277,12 @@ class InMemoryProvider:
             driver=_Form(store, form, table, mode),
             verifier=_Readback(store) if form.readback else None,
         )
-        return ProvisionedEpisode(env=env, oracle=_Oracle(store, mode), teardown=teardown)
+        return ProvisionedEpisode(
+            env=env,
+            oracle=_Oracle(store, mode),
+            teardown=teardown,
+            store=_MemoryRecordStore(store),
+        )
 
 
 def every_mode() -> InMemoryProvider:

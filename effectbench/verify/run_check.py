@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,7 +44,6 @@ from effectbench.projections.metrics import MetricsError
 from effectbench.verify.claims import claim_notes
 from effectbench.verify.compare import (
     FLOAT_TOLERANCE,
-    LABEL_FIELDS,
     Reasons,
     VerifyReport,
     compare,
@@ -53,6 +52,8 @@ from effectbench.verify.compare import (
     task_axis,
 )
 from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA, export_submission
+from effectbench.verify.results_check import compare_results
+from effectbench.verify.scratch import Scratch
 from effectbench.verify.seals import coverage_lines, uncontained_arms
 from effectbench.verify.submission import verify_submission
 
@@ -95,8 +96,16 @@ _MANIFEST_SAME: Final = (
 describe the machine that built it and may legitimately differ on another)."""
 
 
+_CACHE_MAX: Final = 4096
+"""Entries kept by each of the plan check's memo tables before it starts over."""
+
+
 def _plan_checks(
-    run_dir: Path, verify_chain: bool, reasons: Reasons, known_bad_line: int | None = None
+    run_dir: Path,
+    verify_chain: bool,
+    reasons: Reasons,
+    scratch: Scratch,
+    known_bad_line: int | None = None,
 ) -> Mapping[str, Any]:
     """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan;
     returns the plan's ``arm_versions`` (what code each arm is), empty without a plan.
@@ -138,15 +147,16 @@ def _plan_checks(
         else:
             reasons.add(source, "no run.started event: the log does not carry its plan")
             return arm_versions
-        terminated: set[str] = set()
         blobs: dict[tuple[str, str], str | None] = {}
         for ev in events:
             if ev.type in TERMINAL_TYPES and ev.ep is not None:
-                terminated.add(ev.ep)
+                scratch.add("terminated", ev.ep)
                 continue
             if ev.type == ArmScreenshot.TYPE:  # one image is hashed once, however often cited
                 cited = (str(ev.data.get("sha256")), str(ev.data.get("path")))
                 if cited not in blobs:
+                    if len(blobs) >= _CACHE_MAX:  # bounded: memory flat in the run's length
+                        blobs.clear()
                     blobs[cited] = check_blob(run_dir, ev.data)
                 why = blobs[cited]
                 if why is not None:
@@ -155,7 +165,7 @@ def _plan_checks(
             if ev.type != "episode.planned":
                 continue
             d = ev.data
-            if ev.ep in terminated:
+            if ev.ep is not None and scratch.has("terminated", ev.ep):
                 reasons.add(
                     source,
                     f"event #{ev.seq} plans episode {ev.ep} again after it terminated: the rerun "
@@ -180,6 +190,8 @@ def _plan_checks(
                 )
             key = (task.task_id, trial)
             if key not in expected_hash:
+                if len(expected_hash) >= _CACHE_MAX:
+                    expected_hash.clear()
                 params = trial_params(task, trial)
                 expected_hash[key] = (params, content_hash(task.expected_effect.resolve(params)))
             params, effect_hash = expected_hash[key]
@@ -212,59 +224,6 @@ def _plan_checks(
         if not (isinstance(exc, LogCorrupt) and exc.line_no == known_bad_line):
             reasons.add(source, f"cannot be read past {exc}")
     return arm_versions
-
-
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
-    with open(path, "rb") as f:
-        for n, line in enumerate(f, 1):
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                yield n, None
-                continue
-            yield n, row if isinstance(row, dict) else None
-
-
-def _compare_results(given: Path, rebuilt: Path, reasons: Reasons) -> None:
-    source = RESULTS_FILE
-    if not given.is_file():
-        reasons.add(source, "missing")
-        return
-    want: dict[str, tuple[int, dict[str, Any]]] = {}
-    for n, row in _rows(rebuilt):
-        assert row is not None
-        want[row["episode_id"]] = (n, row)
-    seen: set[str] = set()
-    for n, row in _rows(given):
-        if row is None or not isinstance(row.get("episode_id"), str):
-            reasons.add(source, f"line {n} is not a results row")
-            continue
-        ep = row["episode_id"]
-        if ep in seen:
-            reasons.add(source, f"line {n}: episode {ep} appears twice")
-            continue
-        seen.add(ep)
-        if ep not in want:
-            reasons.add(source, f"line {n}: episode {ep} is not in the log")
-            continue
-        expected_line, expected = want[ep]
-        if expected_line != n:
-            reasons.add(
-                source, f"line {n}: episode {ep} belongs on line {expected_line} (plan order)"
-            )
-        for field in LABEL_FIELDS:
-            if row.get(field) != expected.get(field):
-                reasons.add(
-                    source,
-                    f"line {n} ({ep}): {field} {row.get(field)!r} but the log re-derives "
-                    f"{expected.get(field)!r}",
-                )
-        rest_claimed = {k: v for k, v in row.items() if k not in LABEL_FIELDS}
-        rest_actual = {k: v for k, v in expected.items() if k not in LABEL_FIELDS}
-        compare(rest_claimed, rest_actual, f"line {n} ({ep})", source, reasons)
-    for ep, (n, _) in want.items():
-        if ep not in seen:
-            reasons.add(source, f"episode {ep} (line {n} of the rebuilt results) is missing")
 
 
 def _explain_unbuilt(rebuilt_manifest: Mapping[str, Any], reasons: Reasons, hint: str) -> None:
@@ -347,72 +306,111 @@ def verify_run(
         reasons.add(
             LOG_FILE, f"ends in a torn (incomplete) line: the run was killed mid-write; {resume}"
         )
-    arm_versions = _plan_checks(
-        root, verify_chain=False, reasons=reasons, known_bad_line=chain.first_bad_line
-    )
     with tempfile.TemporaryDirectory(prefix="effectbench-verify-") as tmp:
-        rebuilt_dir = Path(tmp)
+        scratch = Scratch(Path(tmp))
         try:
-            build_artifacts(root, out_dir=rebuilt_dir, verify_chain=False, attest=attestations)
-        except ArtifactError as exc:
-            if bad is None or bad not in str(exc):  # else the chain line above says it all
-                reasons.add(LOG_FILE, f"labels and metrics cannot be re-derived: {exc}")
-            return VerifyReport.of(reasons.close())
-        _compare_results(root / RESULTS_FILE, rebuilt_dir / RESULTS_FILE, reasons)
-        rebuilt_metrics = orjson.loads((rebuilt_dir / METRICS_FILE).read_bytes())
-        rebuilt_manifest = orjson.loads((rebuilt_dir / MANIFEST_FILE).read_bytes())
-        ran = rebuilt_manifest.get("pack_fingerprint")
-        if expected_pack_fingerprint is not None and ran != expected_pack_fingerprint:
-            reasons.add(
-                LOG_FILE, f"pack fingerprint {ran} is not the expected {expected_pack_fingerprint}"
+            found = _Found(root, manifest, metrics, chain, bad, resume)
+            return _check(
+                found, Path(tmp), scratch, reasons, expected_pack_fingerprint, require_isolated
             )
-        if require_isolated:
-            arms = rebuilt_manifest.get("arms") or []
-            for why in _not_isolated(rebuilt_manifest.get("execution"), arms):
-                reasons.add(LOG_FILE, why)
-        if metrics is not None:
-            compare(metrics, rebuilt_metrics, "", METRICS_FILE, reasons)
-        if isinstance(manifest, dict):
-            rescored_under = rebuilt_manifest.get("versions", {}).get("scoring")
-            if manifest.get("versions", {}).get("scoring") != rescored_under:
-                reasons.add(
-                    MANIFEST_FILE,
-                    "scored under scoring version "
-                    f"{manifest.get('versions', {}).get('scoring')!r}; its log rescores under "
-                    f"{rescored_under!r} (rescore the run to compare)",
-                )
-            for key in _MANIFEST_SAME:
-                compare(manifest.get(key), rebuilt_manifest.get(key), key, MANIFEST_FILE, reasons)
-            if "min_coverage" in manifest:  # a manifest from before the key has none to check
-                compare(
-                    manifest["min_coverage"],
-                    rebuilt_manifest.get("min_coverage"),
-                    "min_coverage",
-                    MANIFEST_FILE,
-                    reasons,
-                )
-            if metrics is not None and (root / RESULTS_FILE).is_file():
-                try:
-                    from_rows = recompute_metrics_from_results(root / RESULTS_FILE, manifest)
-                except (ArtifactError, MetricsError) as exc:
-                    reasons.add(RESULTS_FILE, f"metrics cannot be recomputed from the rows: {exc}")
-                else:
-                    compare(metrics, from_rows, "", "metrics.json vs results.jsonl", reasons)
-        summary_path = root / SUMMARY_FILE
-        if not summary_path.is_file():
-            reasons.add(SUMMARY_FILE, "missing")
-        else:
-            given = summary_path.read_text(encoding="utf-8", errors="replace")
-            rebuilt = (rebuilt_dir / SUMMARY_FILE).read_text(encoding="utf-8")
-            if given != rebuilt:
-                reasons.add(
-                    SUMMARY_FILE,
-                    "differs from the summary rebuilt from the log (first at line "
-                    f"{first_difference(given, rebuilt)})",
-                )
-        _explain_unbuilt(rebuilt_manifest, reasons, "" if chain.torn_tail else f"; {resume}")
-        threshold = recorded_threshold([rebuilt_manifest])
-        every, short = coverage_lines(rebuilt_metrics, threshold, rebuilt_dir / RESULTS_FILE)
+        finally:
+            scratch.close()
+
+
+@attrs.frozen
+class _Found:
+    """What verify read before it rebuilt anything: the run's own files, its chain check
+    (``bad``: the chain's first fault), and how to continue it."""
+
+    root: Path
+    manifest: Any
+    metrics: Any
+    chain: Any
+    bad: str | None
+    resume: str
+
+
+def _check(
+    found: _Found,
+    tmp: Path,
+    scratch: Scratch,
+    reasons: Reasons,
+    expected_pack_fingerprint: str | None,
+    require_isolated: bool,
+) -> VerifyReport:
+    """verify_run's checks past the hash chain, with scratch space in ``tmp``."""
+    root, manifest, metrics, chain, bad = (
+        found.root,
+        found.manifest,
+        found.metrics,
+        found.chain,
+        found.bad,
+    )
+    arm_versions = _plan_checks(root, False, reasons, scratch, known_bad_line=chain.first_bad_line)
+    rebuilt_dir = tmp / "rebuilt"
+    rebuilt_dir.mkdir()
+    try:
+        build_artifacts(root, out_dir=rebuilt_dir, verify_chain=False, attest=attestations)
+    except ArtifactError as exc:
+        if bad is None or bad not in str(exc):  # else the chain line above says it all
+            reasons.add(LOG_FILE, f"labels and metrics cannot be re-derived: {exc}")
+        return VerifyReport.of(reasons.close())
+    compare_results(root / RESULTS_FILE, rebuilt_dir / RESULTS_FILE, scratch, reasons)
+    rebuilt_metrics = orjson.loads((rebuilt_dir / METRICS_FILE).read_bytes())
+    rebuilt_manifest = orjson.loads((rebuilt_dir / MANIFEST_FILE).read_bytes())
+    ran = rebuilt_manifest.get("pack_fingerprint")
+    if expected_pack_fingerprint is not None and ran != expected_pack_fingerprint:
+        reasons.add(
+            LOG_FILE, f"pack fingerprint {ran} is not the expected {expected_pack_fingerprint}"
+        )
+    if require_isolated:
+        arms = rebuilt_manifest.get("arms") or []
+        for why in _not_isolated(rebuilt_manifest.get("execution"), arms):
+            reasons.add(LOG_FILE, why)
+    if metrics is not None:
+        compare(metrics, rebuilt_metrics, "", METRICS_FILE, reasons)
+    if isinstance(manifest, dict):
+        rescored_under = rebuilt_manifest.get("versions", {}).get("scoring")
+        if manifest.get("versions", {}).get("scoring") != rescored_under:
+            reasons.add(
+                MANIFEST_FILE,
+                "scored under scoring version "
+                f"{manifest.get('versions', {}).get('scoring')!r}; its log rescores under "
+                f"{rescored_under!r} (rescore the run to compare)",
+            )
+        for key in _MANIFEST_SAME:
+            compare(manifest.get(key), rebuilt_manifest.get(key), key, MANIFEST_FILE, reasons)
+        if "min_coverage" in manifest:  # a manifest from before the key has none to check
+            compare(
+                manifest["min_coverage"],
+                rebuilt_manifest.get("min_coverage"),
+                "min_coverage",
+                MANIFEST_FILE,
+                reasons,
+            )
+        if metrics is not None and (root / RESULTS_FILE).is_file():
+            try:
+                from_rows = recompute_metrics_from_results(root / RESULTS_FILE, manifest)
+            except (ArtifactError, MetricsError) as exc:
+                reasons.add(RESULTS_FILE, f"metrics cannot be recomputed from the rows: {exc}")
+            else:
+                compare(metrics, from_rows, "", "metrics.json vs results.jsonl", reasons)
+    summary_path = root / SUMMARY_FILE
+    if not summary_path.is_file():
+        reasons.add(SUMMARY_FILE, "missing")
+    else:
+        given = summary_path.read_text(encoding="utf-8", errors="replace")
+        rebuilt = (rebuilt_dir / SUMMARY_FILE).read_text(encoding="utf-8")
+        if given != rebuilt:
+            reasons.add(
+                SUMMARY_FILE,
+                "differs from the summary rebuilt from the log (first at line "
+                f"{first_difference(given, rebuilt)})",
+            )
+    hint = "" if chain.torn_tail else f"; {found.resume}"
+    _explain_unbuilt(rebuilt_manifest, reasons, hint)
+    threshold = recorded_threshold([rebuilt_manifest])
+    every, short = coverage_lines(rebuilt_metrics, threshold, rebuilt_dir / RESULTS_FILE)
     return attrs.evolve(
         VerifyReport.of(reasons.close(), claim_notes(rebuilt_metrics)),
         coverage=every,

@@ -33,6 +33,7 @@ from effectbench.core.model import (
     Value,
 )
 from effectbench.core.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.serve import LocalServer
 from effectbench_mockmed.diff_product import (
     FAULTS,
@@ -257,4 +258,9 @@ class MockMedDiffProvider:
         )
         oracle = MockMedOracle(path)
         episode = Episode(token, running.stores, session, lambda: close_files(store, oracle))
-        return ProvisionedEpisode(env=env, oracle=oracle, teardown=self._live.add(token, episode))
+        return ProvisionedEpisode(
+            env=env,
+            oracle=oracle,
+            teardown=self._live.add(token, episode),
+            store=SqliteStore(path),
+        )

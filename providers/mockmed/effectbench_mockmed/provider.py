@@ -23,6 +23,7 @@ from effectbench.core.provider import (
     Oracle,
     ProvisionedEpisode,
 )
+from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.episode import (  # TMPDIR_ENV, default_tmp_root: moved, kept here
@@ -201,7 +202,13 @@ class MockMedProvider:
         release = _sqlite_release(store, oracle, front)
         teardown = self._live.add(token, Episode(token, running.episodes, session, release))
         injections = None if front is None else front.injections
-        return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown, injections=injections)
+        return ProvisionedEpisode(
+            env=env,
+            oracle=oracle,
+            teardown=teardown,
+            injections=injections,
+            store=SqliteStore(path),
+        )
 
     async def _front(self, task: TaskSpec, server_url: str, episode_path: str) -> Front | None:
         """What stands between the arm and the product for this episode: nothing here;

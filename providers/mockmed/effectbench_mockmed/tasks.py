@@ -33,12 +33,23 @@ EFFECT: Final = Effect(
     field_equals=(FieldEquals("note", ParamRef("note")),),
 )
 
+IRRELEVANT: Final = {
+    "encounters.id": "the store's surrogate key: which number a row gets says nothing about "
+    "the encounter",
+    "encounters.source": "which channel (the form or the API) carried the submission; the "
+    "encounter recorded is the same",
+    "encounters.key": "the client's idempotency token, there only to absorb a double submit; "
+    "it carries no clinical content",
+}
+"""What MockMed's oracle may ignore (the mutation audit, docs/audit.md)."""
+
 ORACLE: Final = OracleSpec(
     channel="snapshot",
     tables=("encounters",),
     isolated_from_agent=True,
     trial_unique_payload=True,
     adversarially_audited=False,
+    irrelevant=IRRELEVANT,
 )
 
 STALE_SEED: Final = (

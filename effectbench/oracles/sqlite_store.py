@@ -1,0 +1,165 @@
+"""The mutation audit's write handle on a SQLite file (``effectbench.core.store``).
+
+Tables come from ``sqlite_master``, keys from ``PRAGMA table_info``, declared references
+from ``PRAGMA foreign_key_list``. A row is located by its ``rowid`` (a ``WITHOUT ROWID``
+table: by its primary key, as JSON). Each call opens its own connection and commits
+before it returns, so the product and the oracle see the change at once.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final, TypeVar
+
+import anyio.to_thread
+import attrs
+import orjson
+
+from effectbench.core.model import JSONScalar
+from effectbench.core.store import Locator, StoredRow, StoredTable, StoreRefused
+
+__all__ = ["SqliteStore"]
+
+BUSY_TIMEOUT_S: Final = 5.0
+_T = TypeVar("_T")
+
+
+def _fspath(path: str | os.PathLike[str]) -> str:
+    return os.fspath(path)
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _scalar(value: object) -> JSONScalar:
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return str(value)
+
+
+def _table_names(conn: sqlite3.Connection) -> list[str]:
+    cur = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
+        "ESCAPE '\\' ORDER BY name"
+    )
+    return [str(r[0]) for r in cur.fetchall()]
+
+
+def _key(conn: sqlite3.Connection, table: str) -> tuple[str, ...]:
+    info = conn.execute(f"PRAGMA table_info({_q(table)})").fetchall()
+    return tuple(str(r[1]) for r in sorted((r for r in info if r[5]), key=lambda r: int(r[5])))
+
+
+def _references(conn: sqlite3.Connection, table: str) -> dict[str, tuple[str, str]]:
+    out: dict[str, tuple[str, str]] = {}
+    for r in conn.execute(f"PRAGMA foreign_key_list({_q(table)})").fetchall():
+        target, col, to = str(r[2]), str(r[3]), r[4]
+        out[col] = (target, str(to) if to is not None else "rowid")
+    return out
+
+
+def _has_rowid(conn: sqlite3.Connection, table: str) -> bool:
+    try:
+        conn.execute(f"SELECT rowid FROM {_q(table)} LIMIT 0")
+    except sqlite3.OperationalError:
+        return False
+    return True
+
+
+@attrs.frozen
+class SqliteStore:
+    """``RecordStore`` over one SQLite file."""
+
+    db_path: str = attrs.field(converter=_fspath)
+    timeout: float = BUSY_TIMEOUT_S
+
+    def _connect(self) -> sqlite3.Connection:
+        if not os.path.exists(self.db_path):
+            raise StoreRefused(f"no database at {self.db_path}")
+        return sqlite3.connect(self.db_path, timeout=self.timeout, isolation_level=None)
+
+    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        def call() -> _T:
+            conn = self._connect()
+            try:
+                return work(conn)
+            except sqlite3.Error as exc:
+                raise StoreRefused(f"{type(exc).__name__}: {exc}") from None
+            finally:
+                conn.close()
+
+        return await anyio.to_thread.run_sync(call)
+
+    async def tables(self) -> Sequence[StoredTable]:
+        def work(conn: sqlite3.Connection) -> list[StoredTable]:
+            return [StoredTable(t, _key(conn, t), _references(conn, t)) for t in _table_names(conn)]
+
+        return await self._run(work)
+
+    async def rows(self, table: str) -> Sequence[StoredRow]:
+        def work(conn: sqlite3.Connection) -> list[StoredRow]:
+            if _has_rowid(conn, table):
+                cur = conn.execute(f"SELECT rowid, * FROM {_q(table)} ORDER BY rowid")
+                names = [d[0] for d in cur.description][1:]
+                return [
+                    StoredRow(int(r[0]), {n: _scalar(v) for n, v in zip(names, r[1:], strict=True)})
+                    for r in cur.fetchall()
+                ]
+            key = _key(conn, table)
+            cur = conn.execute(f"SELECT * FROM {_q(table)}")
+            names = [d[0] for d in cur.description]
+            out = []
+            for r in cur.fetchall():
+                values = {n: _scalar(v) for n, v in zip(names, r, strict=True)}
+                out.append(StoredRow(orjson.dumps([values[k] for k in key]).decode(), values))
+            return sorted(out, key=lambda s: str(s.locator))
+
+        return await self._run(work)
+
+    def _where(
+        self, conn: sqlite3.Connection, table: str, locator: Locator
+    ) -> tuple[str, list[object]]:
+        if isinstance(locator, int):
+            return "rowid = ?", [locator]
+        key = _key(conn, table)
+        values = orjson.loads(locator)
+        return " AND ".join(f"{_q(k)} IS ?" for k in key), list(values)
+
+    async def update(self, table: str, locator: Locator, values: Mapping[str, JSONScalar]) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            where, args = self._where(conn, table, locator)
+            sets = ", ".join(f"{_q(c)} = ?" for c in values)
+            cur = conn.execute(
+                f"UPDATE {_q(table)} SET {sets} WHERE {where}", [*values.values(), *args]
+            )
+            if cur.rowcount != 1:
+                raise StoreRefused(f"{table}: no row at {locator!r}")
+
+        await self._run(work)
+
+    async def delete(self, table: str, locator: Locator) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            where, args = self._where(conn, table, locator)
+            cur = conn.execute(f"DELETE FROM {_q(table)} WHERE {where}", args)
+            if cur.rowcount != 1:
+                raise StoreRefused(f"{table}: no row at {locator!r}")
+
+        await self._run(work)
+
+    async def insert(self, table: str, values: Mapping[str, JSONScalar]) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            if not values:
+                conn.execute(f"INSERT INTO {_q(table)} DEFAULT VALUES")
+                return
+            cols = ", ".join(_q(c) for c in values)
+            marks = ", ".join("?" for _ in values)
+            conn.execute(
+                f"INSERT INTO {_q(table)} ({cols}) VALUES ({marks})", list(values.values())
+            )
+
+        await self._run(work)

@@ -1,0 +1,416 @@
+"""A hostile CDP agent against the episode endpoint, written from docs/agent-protocol.md
+("What a contained browser agent can reach"): every escape it tries is refused.
+
+The hub is real (the run's contained Chromium behind the filtering proxy), the client
+is the reference agent's own stdlib CDP client, the host's secrets are real files (a
+file under the test's temporary directory, one in ``/dev/shm``) and the download
+target is a real host directory. Each test fails on the harness before the browser was
+contained (Chromium as root, outside any sandbox, downloads where the agent said)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio.from_thread
+import pytest
+from test_browser_lifecycle import _comm, _descendants
+
+from effectbench.agents.reference.cdp_screen_only import Cdp
+from effectbench.browser import BrowserPool
+from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
+from effectbench.browser.policy import OriginPolicy
+
+pytestmark = pytest.mark.timeout(180)
+SECRET = "effectbench-escape-" + secrets.token_hex(8)
+
+
+class _Page(http.server.BaseHTTPRequestHandler):
+    """``/``: a page; ``/secret``: the secret, readable cross-origin (CORS ``*``);
+    ``/go?<url>``: a redirect there."""
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/go?"):
+            self.send_response(302)
+            self.send_header("Location", self.path.split("?", 1)[1])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        secret = self.path.startswith("/secret")
+        body = (SECRET if secret else "<html><body><p>the product</p></body></html>").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Access-Control-Allow-Origin", "*")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _server() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (its own port), in a thread; its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class World:
+    """The hub, run in a portal thread, the episode's product, and the host's secrets
+    (files, and another loopback service) it must not reach."""
+
+    def __init__(
+        self, portal: Any, hub: CdpHub, secret_file: Path, shm_file: Path, product: str,
+        other: str,
+    ) -> None:  # fmt: skip
+        self.portal = portal
+        self.hub = hub
+        self.secret_file = secret_file
+        self.shm_file = shm_file
+        self.product = product
+        self.other = other
+
+    def episode(self) -> CdpEpisode:
+        policy = OriginPolicy.of_channels({"base_url": self.product})
+        episode: CdpEpisode = self.portal.call(self.hub.open, policy)
+        return episode
+
+    def close(self, episode: CdpEpisode) -> None:
+        self.portal.call(self.hub.close, episode)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    secret_file = tmp_path_factory.mktemp("host") / "secret.txt"
+    secret_file.write_text(SECRET)
+    secret_file.chmod(0o644)  # readable by anyone who can reach it: only the mounts stop it
+    shm_file = Path("/dev/shm") / f"{SECRET}.sqlite"
+    shm_file.write_text(SECRET)
+    try:
+        with (
+            _server() as product,
+            _server() as other,
+            anyio.from_thread.start_blocking_portal() as portal,
+        ):
+            hub = CdpHub()
+            portal.call(hub.start)
+            try:
+                yield World(portal, hub, secret_file, shm_file, product, other)
+            finally:
+                portal.call(hub.stop)
+    finally:
+        shm_file.unlink()
+
+
+def _page(cdp: Cdp) -> str:
+    """A session on the episode's own page, with Page events on."""
+    targets = cdp.call("Target.getTargets")["targetInfos"]
+    page = next(t["targetId"] for t in targets if t["type"] == "page")
+    attached = cdp.call("Target.attachToTarget", {"targetId": page, "flatten": True})
+    session = str(attached["sessionId"])
+    cdp.call("Page.enable", session=session)
+    return session
+
+
+def _goto(cdp: Cdp, session: str, url: str) -> str:
+    """Navigate the page and return what the agent can then read of it, or why not."""
+    cdp.events = [e for e in cdp.events if e.get("method") != "Page.loadEventFired"]
+    try:
+        nav = cdp.call("Page.navigate", {"url": url}, session)
+    except RuntimeError as exc:
+        return f"refused: {exc}"
+    if nav.get("errorText"):
+        return f"failed: {nav['errorText']}"
+    cdp.wait("Page.loadEventFired", session)
+    return _text(cdp, session)
+
+
+def _text(cdp: Cdp, session: str) -> str:
+    return str(
+        cdp.call(
+            "Runtime.evaluate",
+            {"expression": "document.documentElement.outerHTML", "returnByValue": True},
+            session,
+        )["result"].get("value")
+    )
+
+
+def _uid(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    line = next(x for x in status.splitlines() if x.startswith("Uid:"))
+    return int(line.split()[1])
+
+
+def _browser_processes(root: int) -> list[int]:
+    return [pid for pid in _descendants(root) if "chrom" in _comm(pid)]
+
+
+def test_the_cdp_browser_runs_as_nobody_with_no_view_of_the_host(world: World) -> None:
+    assert world.hub.pipe.pid is not None
+    browsers = _browser_processes(world.hub.pipe.pid)
+    assert len(browsers) >= 2, browsers  # the browser and at least its zygote
+    assert {_uid(pid) for pid in browsers} <= {65534, None}
+    for pid in browsers:  # its mount namespace has neither secret, nor the venv
+        root = Path(f"/proc/{pid}/root")
+        for path in (world.secret_file, world.shm_file, Path(os.__file__)):
+            assert not (root / str(path).lstrip("/")).exists(), (pid, path)
+
+
+def test_the_pool_browser_runs_as_nobody_with_no_view_of_the_host(world: World) -> None:
+    async def main() -> list[tuple[int | None, bool]]:
+        pool = BrowserPool()
+        await pool.start()
+        try:
+            seen = []
+            for pid in _browser_processes(os.getpid()):
+                if pid in _descendants(world.hub.pipe.pid or 0):
+                    continue
+                root = Path(f"/proc/{pid}/root")
+                seen.append((_uid(pid), (root / str(world.secret_file).lstrip("/")).exists()))
+            return seen
+        finally:
+            await pool.stop()
+
+    seen = anyio.run(main)
+    assert len(seen) >= 2, seen
+    assert all(uid in (65534, None) and not visible for uid, visible in seen), seen
+
+
+def test_a_file_url_reads_no_host_file_and_lists_no_host_directory(world: World) -> None:
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        for url in (
+            world.secret_file.as_uri(),
+            "file:///dev/shm/",
+            world.secret_file.parent.as_uri() + "/",
+            "view-source:" + world.secret_file.as_uri(),
+        ):
+            assert SECRET not in _goto(cdp, session, url), url
+        try:  # a new page opened on the file directly
+            created = cdp.call("Target.createTarget", {"url": world.secret_file.as_uri()})
+        except RuntimeError:
+            created = None
+        if created is not None:
+            other = cdp.call(
+                "Target.attachToTarget", {"targetId": created["targetId"], "flatten": True}
+            )["sessionId"]
+            assert SECRET not in _text(cdp, other)
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+
+
+_DOWNLOAD_JS = (
+    "(() => { const a = document.createElement('a'); a.href = URL.createObjectURL(new "
+    "Blob(['import os; os.system(\"id\")'], {type: 'application/octet-stream'})); "
+    "a.download = 'escape.pth'; document.body.append(a); a.click(); return 'clicked'; })()"
+)
+
+
+def _download(cdp: Cdp, session: str) -> list[dict[str, Any]]:
+    """Start a download from the page (a blob: link, no network) and return the
+    download events the agent is given: those until a later command's answer, and for
+    a download that began, until it completed or was cancelled."""
+    cdp.events = []
+    cdp.call("Runtime.evaluate", {"expression": _DOWNLOAD_JS, "returnByValue": True}, session)
+    began = cdp.call(
+        "Runtime.evaluate",
+        {"expression": "new Promise(r => setTimeout(() => r(1), 0))", "awaitPromise": True},
+        session,
+    )
+    assert began["result"]["value"] == 1
+    events = [e for e in cdp.events if "download" in str(e.get("method", "")).lower()]
+    if any(e["method"].endswith("downloadWillBegin") for e in events):
+        # granted: wait for the browser to finish writing (as an agent would)
+        while not any(
+            e.get("method", "").endswith("downloadProgress")
+            and e["params"]["state"] in ("completed", "canceled")
+            for e in events
+        ):
+            events.append(json.loads(cdp.ws.recv()))
+    return events
+
+
+def test_downloads_never_reach_a_host_path_page_or_browser_level(
+    world: World, tmp_path: Path
+) -> None:
+    page_dir, browser_dir = tmp_path / "page", tmp_path / "browser"
+    page_dir.mkdir()
+    browser_dir.mkdir()
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        assert "the product" in _goto(cdp, session, world.product)
+        for method, params, where in (
+            ("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(page_dir)},
+             session),
+            ("Browser.setDownloadBehavior",
+             {"behavior": "allow", "downloadPath": str(browser_dir), "eventsEnabled": True},
+             None),
+            ("Browser.setDownloadBehavior",
+             {"behavior": "allowAndName", "downloadPath": str(browser_dir),
+              "browserContextId": episode.context_id, "eventsEnabled": True}, None),
+        ):  # fmt: skip
+            try:
+                cdp.call(method, params, where)
+            except RuntimeError:
+                pass  # refused outright: as good as ignored
+            events = _download(cdp, session)
+            states = {e["params"]["state"] for e in events if "state" in e["params"]}
+            assert "completed" not in states, (method, events)
+            assert sorted(os.listdir(page_dir)) == sorted(os.listdir(browser_dir)) == []
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+
+
+def _refused_or(cdp: Cdp, method: str, params: dict[str, Any], session: str | None = None) -> Any:
+    """The reply, or the refusal's text."""
+    try:
+        return cdp.call(method, params, session)
+    except RuntimeError as exc:
+        return f"refused: {exc}"
+
+
+def test_another_context_and_the_browser_target_stay_out_of_reach(world: World) -> None:
+    a, b = world.episode(), world.episode()
+    try:
+        cdp = Cdp(a.url)
+        session = _page(cdp)
+        browser_target = _refused_or(cdp, "Target.getTargetInfo", {})
+        assert isinstance(browser_target, dict), browser_target
+        browser_id = browser_target["targetInfo"]["targetId"]
+        for method, params, where in (
+            ("Target.createBrowserContext", {}, None),
+            ("Target.attachToBrowserTarget", {}, None),
+            ("Target.attachToTarget", {"targetId": browser_id, "flatten": True}, None),
+            ("Target.attachToTarget", {"targetId": b.target_id, "flatten": True}, None),
+            ("Target.getTargetInfo", {"targetId": b.target_id}, None),
+            ("Target.getTargetInfo", {"targetId": b.target_id}, session),
+            ("Target.autoAttachRelated", {"targetId": b.target_id,
+                                          "waitForDebuggerOnStart": False}, None),
+            ("Target.exposeDevToolsProtocol", {"targetId": b.target_id}, None),
+            ("Target.createTarget", {"url": "about:blank", "browserContextId": b.context_id},
+             None),
+            ("Storage.getCookies", {"browserContextId": b.context_id}, None),
+            ("Browser.grantPermissions", {"permissions": ["clipboardReadWrite"]}, None),
+            ("Browser.setPermission", {"permission": {"name": "geolocation"},
+                                       "setting": "granted"}, None),
+            ("Browser.getWindowForTarget", {"targetId": a.target_id}, None),
+            ("Browser.getHistograms", {}, None),
+            ("Browser.getVersion", {}, session),
+        ):  # fmt: skip
+            reply = _refused_or(cdp, method, params, where)
+            assert isinstance(reply, str) and reply.startswith("refused"), (method, reply)
+        assert "SECRET" not in json.dumps(cdp.events)
+        assert b.target_id not in json.dumps(cdp.events)
+        cdp.ws.close()
+    finally:
+        world.close(a)
+        world.close(b)
+
+
+_UPLOAD_JS = (
+    "new Promise(r => { const i = document.querySelector('input'); i.files.length ? "
+    "i.files[0].text().then(r) : r('no file'); })"
+)
+
+
+def test_a_file_input_or_a_drag_reads_no_host_file(world: World) -> None:
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        assert "the product" in _goto(cdp, session, world.product)
+        cdp.call(
+            "Runtime.evaluate",
+            {"expression": "document.body.innerHTML = '<input type=file>'"},
+            session,
+        )
+        doc = cdp.call("DOM.getDocument", {}, session)["root"]["nodeId"]
+        node = cdp.call("DOM.querySelector", {"nodeId": doc, "selector": "input"}, session)
+        upload = _refused_or(
+            cdp,
+            "DOM.setFileInputFiles",
+            {"files": [str(world.secret_file)], "nodeId": node["nodeId"]},
+            session,
+        )
+        read = cdp.call(
+            "Runtime.evaluate", {"expression": _UPLOAD_JS, "awaitPromise": True}, session
+        )
+        assert SECRET not in json.dumps([upload, read])
+        drag = _refused_or(
+            cdp,
+            "Input.dispatchDragEvent",
+            {"type": "dragEnter", "x": 5, "y": 5,
+             "data": {"items": [], "files": [str(world.secret_file)], "dragOperationsMask": 1}},
+            session,
+        )  # fmt: skip
+        assert isinstance(drag, str) and drag.startswith("refused"), drag
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+
+
+def _evaluate(cdp: Cdp, session: str, expression: str) -> str:
+    reply = cdp.call(
+        "Runtime.evaluate",
+        {"expression": expression, "awaitPromise": True, "returnByValue": True},
+        session,
+    )
+    return json.dumps(reply)
+
+
+def test_the_browser_reaches_no_other_loopback_port(world: World) -> None:
+    """Another service on 127.0.0.1 (its own port) serves the secret to anyone; the
+    episode's browser reaches it neither by a navigation the agent names, nor by one
+    the page starts, nor by a redirect of the product, nor by a subresource."""
+    secret_url = world.other + "secret"
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        assert "the product" in _goto(cdp, session, world.product)
+        seen = [
+            _goto(cdp, session, secret_url),
+            _goto(cdp, session, "http://localhost:" + world.other.rsplit(":", 1)[1] + "secret"),
+            _goto(cdp, session, world.product + "go?" + secret_url),
+        ]
+        assert "the product" in _goto(cdp, session, world.product)
+        seen.append(
+            _evaluate(
+                cdp, session,
+                f"fetch({secret_url!r}).then(r => r.text()).catch(e => 'failed: ' + e)",
+            )
+        )  # fmt: skip
+        cdp.events = [e for e in cdp.events if e.get("method") != "Page.loadEventFired"]
+        cdp.call("Runtime.evaluate", {"expression": f"location.href = {secret_url!r}"}, session)
+        cdp.wait("Page.loadEventFired", session)
+        seen.append(_text(cdp, session))
+        assert not any(SECRET in text for text in seen), seen
+        assert "the product" in _goto(cdp, session, world.product)  # the product still is
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+    assert episode.gate.refused >= 3  # the page's own navigation, the redirect, the fetch
