@@ -414,3 +414,44 @@ def test_the_browser_reaches_no_other_loopback_port(world: World) -> None:
     finally:
         world.close(episode)
     assert episode.gate.refused >= 3  # the page's own navigation, the redirect, the fetch
+
+
+ESCAPE_AGENT = Path(__file__).with_name("agents") / "cdp_escape_agent.py"
+
+
+def test_an_isolated_hostile_browser_agent_gets_nothing_out_of_a_real_run(tmp_path: Path) -> None:
+    """The whole path: ``exec-each+browser`` run ``--isolate``d on MockMed; the agent
+    reports everything its browser gave back, and none of it is a host secret."""
+    from effectbench_mockmed import MockMedProvider
+
+    from effectbench.agents import ExecArm
+    from effectbench.agents.reference import CDP_AGENT, system_python
+    from effectbench.api import execute
+    from effectbench.log import read_log
+
+    secret_file = tmp_path / "host" / "secret.txt"
+    secret_file.parent.mkdir()
+    secret_file.write_text(SECRET)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    downloads.chmod(0o777)  # writable by anyone: only the browser's containment stops it
+    run_dir = tmp_path / "run"
+    with _server() as other:
+        argv = [system_python(), str(ESCAPE_AGENT), str(CDP_AGENT), other + "secret",
+                str(downloads), secret_file.as_uri()]  # fmt: skip
+        arm = ExecArm(argv, name="escape", mode="per_episode", browser=True, isolate=True,
+                      timeout_s=60)  # fmt: skip
+        provider = MockMedProvider()
+        result = anyio.run(
+            lambda: execute(
+                provider=provider, arms=[arm], trials=1, out=run_dir, task_globs=["mockmed::ok"]
+            )
+        )
+    assert not result.interrupted
+    reports = [e.data for e in read_log(run_dir / "events.jsonl") if e.type == "episode.reported"]
+    assert len(reports) == 1, reports
+    found = json.loads(reports[0]["message"])
+    assert SECRET not in json.dumps(found), found
+    assert ".sqlite" not in found["shm"] and "mockmed" not in found["shm"], found["shm"]
+    assert not found["product"].startswith(("refused", "failed")), found["product"]
+    assert os.listdir(downloads) == []
