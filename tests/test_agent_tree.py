@@ -22,6 +22,7 @@ from effectbench.scheduler import Scheduler, SchedulerOptions
 from effectbench.testing import InMemoryProvider, effectbench_command
 
 DAEMON_AGENT = Path(__file__).with_name("agents") / "daemon_agent.py"
+PROVIDER = "effectbench.testing:every_mode"
 DEATH_WAIT_S = 30.0
 """The longest a test waits for a process to die (it returns as soon as it has)."""
 
@@ -83,9 +84,9 @@ def test_a_daemon_of_an_uncontained_agent_dies_with_a_sigkilled_harness(tmp_path
     os.mkfifo(fifo)
     agent = f"exec:{sys.executable} {DAEMON_AGENT} {fifo} hang"
     harness = subprocess.Popen(
-        [*effectbench_command(), "run", "--arm", agent, "--provider", "effectbench.testing:every_mode",
-         "--task", "fake::ok", "--trials", "1", "--no-isolate", "--episode-timeout", "300",
-         "--out", str(tmp_path / "run"), "-q"],
+        [*effectbench_command(), "run", "--arm", agent, "--provider", PROVIDER, "--task",
+         "fake::ok", "--trials", "1", "--no-isolate", "--episode-timeout", "300", "--out",
+         str(tmp_path / "run"), "-q"],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
