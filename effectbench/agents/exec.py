@@ -22,6 +22,7 @@ import errno
 import hashlib
 import math
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -374,6 +375,27 @@ def _outcome(slot: _Slot) -> AgentReport:
     return slot.report
 
 
+ARM_NAME: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+"""A name given with ``NAME=exec:...``: letters, digits and ``_ . + -``, at most 64."""
+
+
+def split_arm_name(spec: str) -> tuple[str | None, str]:
+    """``NAME=exec:...`` -> (NAME, ``exec:...``); a spec that starts with its prefix
+    (an ``=`` in its command line included) -> (None, spec). ValueError for a name
+    that is not an :data:`ARM_NAME`."""
+    if spec.startswith(EXEC_PREFIXES):
+        return None, spec
+    name, sep, rest = spec.partition("=")
+    if not sep or not rest.startswith(EXEC_PREFIXES):
+        return None, spec
+    if not ARM_NAME.fullmatch(name):
+        raise ValueError(
+            f"arm name {name!r} before '=' must be 1-64 letters, digits or _ . + - "
+            "(e.g. --arm agent-a=exec:python a/agent.py)"
+        )
+    return name, rest
+
+
 def _spec_name(argv: Sequence[str]) -> str:
     """``exec:<stem>`` of the last argument naming a file (else of the program)."""
     files = [a for a in argv[1:] if not a.startswith("-") and Path(a).is_file()]
@@ -444,14 +466,16 @@ class ExecArm:
         """``exec:<command line>`` (one long-lived process) or ``exec-each:<command line>``
         (one process per episode), shell-style quoting, as given to ``--arm``; either
         prefix with ``+browser`` before its colon (``exec+browser:``) asks for a browser
-        context per episode, as ``browser=True`` does."""
+        context per episode, as ``browser=True`` does. ``NAME=`` before any of them
+        names the arm (``a=exec:python a/agent.py``; see :func:`split_arm_name`)."""
+        given, spec = split_arm_name(spec)
         prefix = next((p for p in EXEC_PREFIXES if spec.startswith(p)), None)
         if prefix is None:
             raise ValueError(f"an exec arm starts with one of {', '.join(EXEC_PREFIXES)}")
         mode, browser = _PREFIX_MODES[prefix]
         argv = shlex.split(spec.removeprefix(prefix))
         name = prefix + _spec_name(argv).removeprefix(EXEC_PREFIX) if argv else None
-        return cls(argv, name=name, mode=mode, browser=browser)
+        return cls(argv, name=given or name, mode=mode, browser=browser)
 
     def with_isolation(self, isolate: bool | None) -> ExecArm:
         """The same agent with another isolation choice (the run's ``--isolate``)."""
