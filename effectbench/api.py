@@ -151,7 +151,11 @@ def _resolve_arms(
         else:
             raise RunError(f"{item!r} is not an Arm (needs a name and an async run(task, env))")
         if arm.name in out:
-            raise RunError(f"arm {arm.name!r} is named twice; give each arm once")
+            hint = ""
+            if isinstance(item, str) and item.startswith(arm.name.partition(":")[0] + ":"):
+                # a protocol agent named after its file (exec:agent): it can be named apart
+                hint = f" (agents whose files share a name: name each, --arm NAME={item})"
+            raise RunError(f"arm {arm.name!r} is named twice; give each arm once{hint}")
         out[arm.name] = arm
         refs.append(ref)
     return out, refs

@@ -149,8 +149,9 @@ def _given(ctx: click.Context, name: str) -> bool:
     "--arm",
     "arms",
     multiple=True,
-    help="Arm entry point or module:attribute (repeat for several). "
-    "[default: screen_only, effect_verified]",
+    help="Arm entry point or module:attribute, or a protocol agent 'exec:COMMAND' "
+    "(also exec-each:, exec+browser:, exec-each+browser:; 'NAME=exec:...' names it); "
+    "repeat for several. [default: screen_only, effect_verified]",
 )
 @_trials_option(10)
 @_concurrency_option(32)
