@@ -254,9 +254,7 @@ def _pointer(r: EpisodeRecord) -> str:
     )
 
 
-def _second_write_refused(
-    r: EpisodeRecord, refs: Sequence[EpisodeRecord], ev: _Evidence
-) -> bool:
+def _second_write_refused(r: EpisodeRecord, refs: Sequence[EpisodeRecord], ev: _Evidence) -> bool:
     """Whether an ``extra_change`` episode changed exactly the rows the reference's episode
     of the same trial changed: its second write never landed (the product refused it)."""
     mine = ev.changed(r)

@@ -579,7 +579,6 @@ class TaskSpec:
                 "(episode ids end in '::t<trial>')"
             )
 
-
     def _check_diff(self, effect: DiffEffect) -> None:
         if effect.is_reference and self.category is not Category.CONTROL:
             raise InvalidSpec(
