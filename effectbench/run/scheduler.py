@@ -127,6 +127,8 @@ class ResumeState:
     """Valid events read; a resume refuses a log that holds more by the time it is locked."""
     concurrency: int | None = None
     """The concurrency run.started recorded: a resume keeps it unless told otherwise."""
+    min_coverage: float | None = None
+    """The threshold the latest session recorded: a resume keeps it unless told otherwise."""
 
 
 @attrs.frozen
@@ -157,11 +159,15 @@ def load_resume_state(log_path: Path) -> ResumeState:
 
     reader = read_log(log_path, verify=True)
     started: Mapping[str, Any] | None = None
+    threshold: Any = None
     state: dict[str, bool] = {}  # ep -> terminated?
     for ev in reader:
         if ev.type == RunStarted.TYPE and started is None:
             started = ev.data
+            threshold = started.get("min_coverage")
             continue
+        if ev.type == RunResumed.TYPE and ev.ep is None:
+            threshold = ev.data.get("min_coverage", threshold)
         ep = ev.ep
         if ep is None:
             continue
@@ -190,6 +196,9 @@ def load_resume_state(log_path: Path) -> ResumeState:
         events=reader.count,
         concurrency=started.get("concurrency")
         if isinstance(started.get("concurrency"), int)
+        else None,
+        min_coverage=float(threshold)
+        if isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
         else None,
     )
 
@@ -493,6 +502,7 @@ class Scheduler:
                         versions=dict(self.plan.versions),
                         concurrency=self.options.concurrency,
                         **self._execution(),
+                        min_coverage=self.options.min_coverage,
                     )
                 )
             else:
@@ -510,6 +520,7 @@ class Scheduler:
                         abandoned=len(abandoned),
                         concurrency=self.options.concurrency,
                         **self._execution(),
+                        min_coverage=self.options.min_coverage,
                     )
                 )
             if self.observer is not None:
