@@ -38,7 +38,7 @@ def test_the_episode_message_carries_the_endpoint_and_matches_the_schema() -> No
     view = TaskView.of(InMemoryProvider(("ok",)).tasks()[0], 0, episode_id="a::fake::ok::t0")
     url = "ws://127.0.0.1:4100/devtools/browser/AbC-_9"
     message = orjson.loads(protocol.episode_line(view, {}, 5.0, url))
-    assert message["browser"] == {"cdp_url": url}
+    assert message["browser"] == {"cdp_url": url, "http_url": "http" + url.removeprefix("ws")}
     assert not _check(SCHEMA, message, SCHEMA)
     assert "browser" not in orjson.loads(protocol.episode_line(view, {}, 5.0))
     message["browser"]["cdp_url"] = "ws://10.0.0.1:4100/devtools/browser/x"
@@ -75,7 +75,7 @@ def _isolation_checks(a: CdpEpisode, b: CdpEpisode) -> None:
     )
     assert "no session" in _refused(ca, "Runtime.evaluate", {"expression": "1"}, session=session_b)
     assert ca.call("Target.getBrowserContexts")["browserContextIds"] == [a.context_id]
-    for method in ("Target.attachToBrowserTarget", "Target.createBrowserContext", "Browser.close"):
+    for method in ("Target.createBrowserContext", "Browser.close"):
         assert "not allowed" in _refused(ca, method)
     assert "not this episode's browser context" in _refused(
         ca, "Target.disposeBrowserContext", {"browserContextId": b.context_id}
@@ -84,6 +84,12 @@ def _isolation_checks(a: CdpEpisode, b: CdpEpisode) -> None:
         ca, "Storage.getCookies", {"browserContextId": b.context_id}
     )
     assert "not allowed" in _refused(ca, "Target.attachToBrowserTarget", session=session_a)
+    # a browser session of its own (tests/test_cdp_sessions.py): the same rules hold on it
+    extra = ca.call("Target.attachToBrowserTarget")["sessionId"]
+    assert "not allowed" in _refused(ca, "Target.createBrowserContext", session=extra)
+    assert "not a target of this episode" in _refused(
+        ca, "Target.attachToTarget", {"targetId": b.target_id, "flatten": True}, session=extra
+    )
     # fresh storage per episode: a cookie set in A is not in B
     cookie = {"name": "who", "value": "A", "domain": "127.0.0.1", "path": "/"}
     ca.call("Network.setCookie", cookie, session=session_a)

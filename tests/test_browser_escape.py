@@ -301,10 +301,14 @@ def test_another_context_and_the_browser_target_stay_out_of_reach(world: World) 
         browser_target = _refused_or(cdp, "Target.getTargetInfo", {})
         assert isinstance(browser_target, dict), browser_target
         browser_id = browser_target["targetInfo"]["targetId"]
+        browser_sessions = [
+            cdp.call("Target.attachToBrowserTarget", {})["sessionId"],
+            cdp.call("Target.attachToTarget", {"targetId": browser_id, "flatten": True})[
+                "sessionId"
+            ],
+        ]
         for method, params, where in (
             ("Target.createBrowserContext", {}, None),
-            ("Target.attachToBrowserTarget", {}, None),
-            ("Target.attachToTarget", {"targetId": browser_id, "flatten": True}, None),
             ("Target.attachToTarget", {"targetId": b.target_id, "flatten": True}, None),
             ("Target.getTargetInfo", {"targetId": b.target_id}, None),
             ("Target.getTargetInfo", {"targetId": b.target_id}, session),
@@ -323,6 +327,12 @@ def test_another_context_and_the_browser_target_stay_out_of_reach(world: World) 
         ):  # fmt: skip
             reply = _refused_or(cdp, method, params, where)
             assert isinstance(reply, str) and reply.startswith("refused"), (method, reply)
+            # the browser sessions a client may open (attachToBrowserTarget, or the
+            # browser target itself, Puppeteer's) are held to the same rules
+            for extra in browser_sessions:
+                if where is None:
+                    reply = _refused_or(cdp, method, params, extra)
+                    assert isinstance(reply, str) and reply.startswith("refused"), (method, reply)
         assert "SECRET" not in json.dumps(cdp.events)
         assert b.target_id not in json.dumps(cdp.events)
         cdp.ws.close()

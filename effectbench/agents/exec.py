@@ -18,12 +18,16 @@ counted (``stray_lines``), and the episodes it might have meant run into their d
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import math
 import os
+import re
 import shlex
+import shutil
 import signal
 import subprocess
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -63,6 +67,9 @@ _PREFIX_MODES: Final[dict[str, tuple[Mode, bool]]] = {
 """Each ``--arm`` prefix -> (process mode, browser wanted)."""
 EXEC_PREFIXES: Final = tuple(_PREFIX_MODES)
 """Every ``--arm`` prefix that names a protocol agent by its command line."""
+SUPERVISOR: Final = Path(__file__).with_name("supervisor.py")
+_SUPERVISED: Final = sys.platform.startswith("linux")
+"""Uncontained agents run under the supervisor where prctl's subreaper exists (Linux)."""
 DEFAULT_TIMEOUT_S: Final = 300.0
 MAX_LINE: Final = 1 << 20
 MAX_ACTIONS: Final = 10_000
@@ -138,8 +145,12 @@ class _Conn:
         sole: str | None,
         watch: StartWatch,
         probe: anyio.Semaphore | None = None,
+        *,
+        supervised: bool = False,
     ) -> None:
         self.proc = proc
+        self.supervised = supervised
+        """Started under agents/supervisor.py, which kills the agent's whole tree."""
         self._probe = probe
         """Held while this is one of an unproven arm's first starts (released once it
         writes a line or ends)."""
@@ -315,10 +326,20 @@ class _Conn:
             slot.finish(error=AgentOverBudget(str(exc).replace("the arm", "the agent", 1)))
 
     def kill(self) -> None:
-        """SIGKILL the process group (a plain subprocess's children too); a sandbox's
-        processes die with it (bubblewrap's --die-with-parent and its PID namespace)."""
+        """End the agent's processes: a supervised one's supervisor gets SIGTERM and kills
+        the agent's whole tree (agents/supervisor.py); otherwise SIGKILL to the process
+        group (a sandbox's processes die with it: bubblewrap's --die-with-parent and its
+        PID namespace)."""
         self.alive = False
         self.killed = True
+        if self.supervised:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+            return
+        self.force_kill()
+
+    def force_kill(self) -> None:
+        """SIGKILL the process group (a plain subprocess's children too)."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -352,6 +373,27 @@ def _outcome(slot: _Slot) -> AgentReport:
         raise slot.error
     assert slot.report is not None
     return slot.report
+
+
+ARM_NAME: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+"""A name given with ``NAME=exec:...``: letters, digits and ``_ . + -``, at most 64."""
+
+
+def split_arm_name(spec: str) -> tuple[str | None, str]:
+    """``NAME=exec:...`` -> (NAME, ``exec:...``); a spec that starts with its prefix
+    (an ``=`` in its command line included) -> (None, spec). ValueError for a name
+    that is not an :data:`ARM_NAME`."""
+    if spec.startswith(EXEC_PREFIXES):
+        return None, spec
+    name, sep, rest = spec.partition("=")
+    if not sep or not rest.startswith(EXEC_PREFIXES):
+        return None, spec
+    if not ARM_NAME.fullmatch(name):
+        raise ValueError(
+            f"arm name {name!r} before '=' must be 1-64 letters, digits or _ . + - "
+            "(e.g. --arm agent-a=exec:python a/agent.py)"
+        )
+    return name, rest
 
 
 def _spec_name(argv: Sequence[str]) -> str:
@@ -424,14 +466,16 @@ class ExecArm:
         """``exec:<command line>`` (one long-lived process) or ``exec-each:<command line>``
         (one process per episode), shell-style quoting, as given to ``--arm``; either
         prefix with ``+browser`` before its colon (``exec+browser:``) asks for a browser
-        context per episode, as ``browser=True`` does."""
+        context per episode, as ``browser=True`` does. ``NAME=`` before any of them
+        names the arm (``a=exec:python a/agent.py``; see :func:`split_arm_name`)."""
+        given, spec = split_arm_name(spec)
         prefix = next((p for p in EXEC_PREFIXES if spec.startswith(p)), None)
         if prefix is None:
             raise ValueError(f"an exec arm starts with one of {', '.join(EXEC_PREFIXES)}")
         mode, browser = _PREFIX_MODES[prefix]
         argv = shlex.split(spec.removeprefix(prefix))
         name = prefix + _spec_name(argv).removeprefix(EXEC_PREFIX) if argv else None
-        return cls(argv, name=name, mode=mode, browser=browser)
+        return cls(argv, name=given or name, mode=mode, browser=browser)
 
     def with_isolation(self, isolate: bool | None) -> ExecArm:
         """The same agent with another isolation choice (the run's ``--isolate``)."""
@@ -482,12 +526,27 @@ class ExecArm:
                 tg.cancel_scope.cancel()
 
     def command(self) -> list[str]:
-        """The command line actually started (wrapped in the sandbox when isolated)."""
+        """The command line actually started: wrapped in the sandbox when isolated, else
+        (on Linux) in the supervisor that kills the agent's whole process tree with its
+        episode or run, and with the harness (agents/supervisor.py)."""
         if self.execution == "isolated":
             c = self.containment
             assert c is not None
             return sandbox.wrap(c, self.argv, hide=self._hide, env=self.env)
+        if _SUPERVISED:
+            return [sys.executable, "-I", "-S", str(SUPERVISOR), str(os.getpid()), "--", *self.argv]
         return list(self.argv)
+
+    def _unstartable(self, env: Mapping[str, str]) -> str | None:
+        """Why the agent's program cannot be executed (checked before a supervised start,
+        where exec happens inside the supervisor), or None."""
+        program = self.argv[0]
+        if os.sep in program:
+            if not os.path.exists(program):
+                return os.strerror(errno.ENOENT)
+            return None if os.access(program, os.X_OK) else os.strerror(errno.EACCES)
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+        return None if found is not None else os.strerror(errno.ENOENT)
 
     async def _spawn(self, sole: str | None, tg: anyio.abc.TaskGroup) -> _Conn:
         probe = None
@@ -502,7 +561,11 @@ class ExecArm:
                 probe.release()
             raise _stopped_error(self.starts)
         env = None if self.execution == "isolated" else {**os.environ, **self.env}
+        supervised = env is not None and _SUPERVISED
         try:
+            why = self._unstartable(env) if env is not None and supervised else None
+            if why is not None:
+                raise OSError(errno.ENOENT, why)
             proc = await anyio.open_process(
                 self.command(),
                 stdin=subprocess.PIPE,
@@ -519,7 +582,7 @@ class ExecArm:
                 probe.release()
             raise AgentStartFailed(reason) from None
         self.processes_started += 1
-        conn = _Conn(proc, self.name, sole, self.starts, probe)
+        conn = _Conn(proc, self.name, sole, self.starts, probe, supervised=supervised)
         tg.start_soon(conn.pump_stdout)
         tg.start_soon(conn.pump_stderr)
         return conn
@@ -549,11 +612,16 @@ class ExecArm:
         await self._reap(conn)
 
     async def _reap(self, conn: _Conn) -> None:
-        """Kill, wait for the exit and close the pipes (so no transport outlives the loop)."""
+        """Kill, wait for the exit and close the pipes (so no transport outlives the loop);
+        a supervisor that has not ended its agent's tree within the grace is killed."""
         conn.kill()
-        shielded = anyio.CancelScope(shield=True)
-        with shielded, anyio.move_on_after(_STOP_GRACE_S), contextlib.suppress(Exception):
-            await conn.proc.aclose()
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_STOP_GRACE_S), contextlib.suppress(Exception):
+                await conn.proc.wait()
+            if conn.proc.returncode is None:
+                conn.force_kill()
+            with anyio.move_on_after(_STOP_GRACE_S), contextlib.suppress(Exception):
+                await conn.proc.aclose()
 
     # ----------------------------------------------------------------- one episode
 

@@ -36,7 +36,8 @@ def episode_line(
 ) -> bytes:
     """One ``episode`` message: the TaskView's fields, the channels and the deadline
     (``deadline`` in Unix seconds, ``timeout_s`` relative, both null without a limit);
-    ``browser`` carries the episode's CDP endpoint when the agent asked for a browser."""
+    ``browser`` carries the episode's CDP endpoint when the agent asked for a browser
+    (``cdp_url``, and ``http_url``: the same for clients that discover over HTTP)."""
     view = converter.unstructure(task)
     episode_id = view.pop("episode_id")
     message = {
@@ -49,7 +50,10 @@ def episode_line(
         "timeout_s": timeout_s,
     }
     if cdp_url is not None:
-        message["browser"] = {"cdp_url": cdp_url}
+        browser = {"cdp_url": cdp_url}
+        if cdp_url.startswith("ws://"):  # the same endpoint for clients that want http://
+            browser["http_url"] = "http://" + cdp_url.removeprefix("ws://")
+        message["browser"] = browser
     return orjson.dumps(message) + b"\n"
 
 

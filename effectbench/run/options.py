@@ -16,9 +16,13 @@ from effectbench.core.errors import EffectBenchError
 from effectbench.core.prices import PriceTable
 from effectbench.core.provider import SCREENSHOT_POLICIES, ScreenshotPolicy
 
-__all__ = ["DEFAULTS", "MAX_CONCURRENCY", "OptionsError", "RunOptions"]
+__all__ = ["DEFAULTS", "DEFAULT_MIN_COVERAGE", "MAX_CONCURRENCY", "OptionsError", "RunOptions"]
 
 MAX_CONCURRENCY: Final = 1_000_000
+DEFAULT_MIN_COVERAGE: Final = 0.9
+"""The least coverage (scored / planned episodes) each arm needs for a run to be a result
+(docs/exit-codes.md): ``run`` exits INCOMPLETE below it, ``verify`` and ``export`` refuse.
+Also the threshold of a log that recorded none (from before the option)."""
 
 _WORDS: Final = {
     "concurrency": "concurrency",
@@ -26,6 +30,8 @@ _WORDS: Final = {
     "episode_timeout": "the episode timeout",
     "provider_timeout": "the provider timeout",
     "screenshots": "the screenshot policy",
+    "worker_timeout": "the worker timeout",
+    "min_coverage": "the minimum coverage",
     "agent_log_budget": "the agent log budget",
 }
 
@@ -70,12 +76,20 @@ class RunOptions:
     """Which screenshots arms record are kept: none, an episode's final one, or all."""
     browsers: int | None = None
     """Chromium processes for browser arms (None: ``default_browsers(concurrency)``)."""
+    worker_timeout: float = 60.0
+    """Seconds a Dask run may go without a live worker (or a reachable scheduler) before
+    it stops: what was in flight is abandoned for ``--resume`` and the run ends with
+    ExitCode.SERVICE_LOST."""
     prices: PriceTable | None = None
     """Prices a model call whose arm gave no cost, from its model and tokens
     (``cost_source = "price_table:<version>"``); None: such a cost stays unknown."""
     agent_log_budget: int = DEFAULT_LOG_BUDGET
     """Bytes an arm may put into the log per episode (actions, model calls, the report's
     message; effectbench.core.agentlog): past it the episode fails as ``agent``."""
+
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    """The least fraction of its planned episodes each arm must score for the run to be a
+    result; recorded in run.started / run.resumed, where ``verify`` reads it."""
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
@@ -101,10 +115,19 @@ class RunOptions:
                 "screenshots",
                 f"must be one of {', '.join(SCREENSHOT_POLICIES)}, got {self.screenshots!r}",
             )
+        if not (0.0 <= self.min_coverage <= 1.0):  # also refuses NaN
+            raise OptionsError(
+                "min_coverage", f"must be a fraction from 0 to 1, got {self.min_coverage}"
+            )
         if not _positive_seconds(self.provider_timeout):
             raise OptionsError(
                 "provider_timeout",
                 f"must be a finite, positive number of seconds, got {self.provider_timeout}",
+            )
+        if not _positive_seconds(self.worker_timeout):
+            raise OptionsError(
+                "worker_timeout",
+                f"must be a finite, positive number of seconds, got {self.worker_timeout}",
             )
         for what, value in (
             ("the oracle re-read backoff", self.oracle_backoff),
