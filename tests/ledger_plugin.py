@@ -147,7 +147,10 @@ def ledger_task(
         category=Category.CONTROL,
         goal="Pay invoice INV-1 to acme for 12.50, not urgent, with this trial's memo.",
         expected_effect=effect,
-        oracle=OracleSpec(tables=("payments",), irrelevant=dict(irrelevant)),
+        oracle=OracleSpec(
+            tables=("payments",) if oracle == "payments" else tuple(sorted(KEYS)),
+            irrelevant=dict(irrelevant),
+        ),
         correct_action_available=True,
         params={"memo": "memo {tag}"},
         solution=solution(amount),

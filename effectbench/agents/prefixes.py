@@ -20,6 +20,7 @@ alone.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import os
 import shutil
 from collections.abc import Iterator, Sequence
@@ -137,18 +138,23 @@ def _finder_paths(finder: Path) -> list[str]:
 
 def _pth_paths(site: Path) -> list[str]:
     """The directories ``site``'s ``.pth`` files and editable finders put on sys.path."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(site))  # one pass: it can be large
+    except OSError:
+        return []
     found: list[str] = []
-    for pth in sorted(site.glob("*.pth")):
-        try:
-            lines = pth.read_text("utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            continue
-        for line in lines:
-            line = line.rstrip()
-            if line and not line.startswith(("#", "import ", "import\t")):
-                found.append(os.path.normpath(site / line))
-    for finder in sorted(site.glob(_EDITABLE_FINDER)):
-        found += _finder_paths(finder)
+    for name in names:
+        if name.endswith(".pth"):
+            try:
+                lines = (site / name).read_text("utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            for line in lines:
+                line = line.rstrip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    found.append(os.path.normpath(site / line))
+        elif fnmatch.fnmatchcase(name, _EDITABLE_FINDER):
+            found += _finder_paths(site / name)
     return found
 
 
@@ -176,8 +182,9 @@ def _program(program: Path, depth: int = 0) -> list[str]:
         if _system(hop):
             continue
         prefix = _prefix(hop)
-        paths.append(prefix)
-        paths += _python_paths(Path(prefix))
+        if prefix not in paths:  # links within one prefix (python -> python3.11)
+            paths.append(prefix)
+            paths += _python_paths(Path(prefix))
     interpreter = _shebang(program)
     if interpreter is not None and depth < _MAX_SHEBANGS:
         paths += _program(interpreter, depth + 1)

@@ -212,6 +212,8 @@ class MutationPlanned:
     mutations: tuple[Mapping[str, Any], ...] = ()
     written: tuple[str, ...] = ()
     """The rows the reference wrote, changed or removed, one line each."""
+    skipped: tuple[str, ...] = ()
+    """Mutations not applied: the task declares their column or table irrelevant."""
 
 
 @attrs.frozen

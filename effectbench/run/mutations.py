@@ -26,6 +26,7 @@ __all__ = [
     "Mutation",
     "StoreState",
     "apply",
+    "declared",
     "plan",
     "read_state",
     "written_rows",
@@ -83,6 +84,18 @@ class Mutation:
             "column": self.column,
             "kind": self.kind,
         }
+
+
+def declared(irrelevant: Mapping[str, str], m: Mutation) -> str | None:
+    """The reason ``irrelevant`` (a task's ``oracle.irrelevant``) gives for ``m``, or None:
+    ``table.*`` covers every mutation of the table, ``table.column`` only that column's
+    value mutations (a row deleted, duplicated, restored or added is never a column's)."""
+    whole = irrelevant.get(f"{m.table}.*")
+    if whole is not None:
+        return whole
+    if m.column is None or m.kind in ROW_KINDS:
+        return None
+    return irrelevant.get(f"{m.table}.{m.column}")
 
 
 def written_rows(

@@ -23,6 +23,7 @@ import anyio
 
 from effectbench.faults import FaultProxy, ProxyPlan
 from effectbench.model import TaskSpec
+from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
 from effectbench_roundup.tasks import TASKS
 from effectbench_roundup.tracker import NAME, Tracker, build_pristine
@@ -183,5 +184,8 @@ class RoundupProvider:
             env=env,
             oracle=TrackerOracle(tracker.home),
             teardown=teardown,
+            # the mutation audit's write handle: the tracker's own SQLite file (message
+            # texts live in files beside it, which the handle does not reach)
+            store=SqliteStore(tracker.home / "db" / "db"),
             injections=proxy.injections,
         )
