@@ -220,21 +220,21 @@ def test_nothing_inside_the_package_imports_a_shim() -> None:
     assert offenders == []
 
 
-def _names_imported_from_old_paths() -> dict[str, set[str]]:
-    """Every name plugins_example and providers/ import from a shimmed module path."""
-    names: dict[str, set[str]] = {}
+FIRST_PARTY = ("plugins_example", "providers")
+"""The first-party plugins: the template third parties copy, MockMed and Roundup."""
+
+
+def _first_party_imports() -> Iterator[tuple[Path, str, str]]:
+    """(file, module, name) for every name a first-party plugin imports from effectbench."""
     root = PACKAGE.parent
-    paths = [
-        *root.joinpath("plugins_example").rglob("*.py"),
-        *root.joinpath("providers").rglob("*.py"),
-    ]
-    for path in paths:
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
-                continue
-            if node.module in SHIM_MODULES or node.module in SHIM_PACKAGES:
-                names.setdefault(node.module, set()).update(a.name for a in node.names)
-    return names
+    for top in FIRST_PARTY:
+        for path in sorted(root.joinpath(top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                    continue
+                if node.module.split(".")[0] == "effectbench":
+                    for alias in node.names:
+                        yield path.relative_to(root), node.module, alias.name
 
 
 # The public plugin API: every name a plugin may import from the documented paths.
@@ -268,12 +268,15 @@ PUBLIC_API = {
         "SPEC_VERSION",
     ),
 }
+HOMES_OF_PUBLIC = {f"effectbench.core.{m.rpartition('.')[2]}": m for m in PUBLIC_API}
 
 
-@pytest.mark.parametrize("module", sorted(SHIM_MODULES | SHIM_PACKAGES))
-def test_old_paths_reexport_the_new_homes(module: str) -> None:
+@pytest.mark.parametrize("module", sorted(PUBLIC_API))
+def test_the_public_plugin_paths_reexport_the_new_homes(module: str) -> None:
     shim = importlib.import_module(module)
-    wanted = set(PUBLIC_API.get(module, ())) | _names_imported_from_old_paths().get(module, set())
+    wanted = set(PUBLIC_API[module]) | {
+        name for _, source, name in _first_party_imports() if source == module
+    }
     missing = sorted(name for name in wanted if not hasattr(shim, name))
     assert missing == []
     # A re-export is the very object of the new home, not a copy.
@@ -284,11 +287,57 @@ def test_old_paths_reexport_the_new_homes(module: str) -> None:
             assert getattr(importlib.import_module(home), value.__name__, None) is value
 
 
-def test_plugins_example_imports_the_old_public_paths() -> None:
-    # The example plugin is the template third parties copy: it keeps the documented
-    # paths, so the suite exercises them for real.
-    used = _names_imported_from_old_paths()
-    assert {"effectbench.provider", "effectbench.model"} <= set(used)
+def test_first_party_plugins_import_plugin_types_from_the_documented_paths() -> None:
+    """MockMed, Roundup and the example import what docs/writing-a-provider.md tells a
+    third party to (effectbench.model, .provider, .arm), so the template people copy
+    looks like the docs; never the core modules behind them."""
+    through_core = [
+        f"{path}: from {module} import {name} (use {HOMES_OF_PUBLIC[module]})"
+        for path, module, name in _first_party_imports()
+        if module in HOMES_OF_PUBLIC
+    ]
+    assert through_core == []
+    used = {module for _, module, _ in _first_party_imports()}
+    assert set(PUBLIC_API) <= used | {"effectbench.arm"}
+
+
+def _relocated_paths() -> dict[str, frozenset[str]]:
+    """Old path -> the names it forwards with a warning (effectbench.core.relocated)."""
+    found: dict[str, frozenset[str]] = {}
+    for module, path in MODULES.items():
+        if "relocated(" in path.read_text("utf-8") and module != "effectbench.core.relocated":
+            names = importlib.import_module(module).__all__
+            kept = {"main"} if module == "effectbench.cli" else set()
+            found[module] = frozenset(names) - kept
+    return found
+
+
+def test_nothing_in_the_repository_imports_a_relocated_path() -> None:
+    """Tests, benches and first-party plugins use the new homes (the package itself:
+    test_nothing_inside_the_package_imports_a_shim); the suite's filterwarnings turns
+    a use that slips through at run time into an error too."""
+    relocated = _relocated_paths()
+    root = PACKAGE.parent
+    offenders = []
+    for top in ("tests", "bench", *FIRST_PARTY):
+        for path in sorted(root.joinpath(top).rglob("*.py")):
+            if path.name == "test_deprecations.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    old = relocated.get(node.module, frozenset())
+                    offenders += [
+                        f"{path.relative_to(root)}:{node.lineno} {node.module}.{a.name}"
+                        for a in node.names
+                        if a.name in old
+                    ]
+                elif isinstance(node, ast.Import):
+                    offenders += [
+                        f"{path.relative_to(root)}:{node.lineno} import {a.name}"
+                        for a in node.names
+                        if a.name in relocated and MODULES[a.name].name != "__init__.py"
+                    ]
+    assert offenders == []
 
 
 @pytest.mark.parametrize(

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import anyio
 import attrs
 
-from effectbench.core.model import Category, TaskSpec
-from effectbench.core.provider import ProvisionedEpisode
-from effectbench.core.services import Service
+from effectbench.model import Category, TaskSpec
+from effectbench.provider import ProvisionedEpisode
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.episode import Episode, LiveEpisodes, http_env, mode_fault
@@ -41,6 +40,7 @@ from effectbench_mockmed.store import COLUMNS, TABLE, StoreSchema, seed_tables
 from effectbench_mockmed.tasks import PREFIX, STALE_SEED, TASKS
 
 if TYPE_CHECKING:
+    from effectbench.core.services import Service
     from effectbench.oracles.postgres import PostgresOracle
     from effectbench.pgpool import DatabasePool, PooledDatabase
     from effectbench.pgserver import EmbeddedServer, PgRun
