@@ -17,7 +17,7 @@ import orjson
 import psycopg
 import pytest
 
-from effectbench.console import reference_rows
+from effectbench.cli.console import reference_rows
 from effectbench.pgserver import with_database
 from effectbench.testing import effectbench_command, run_cli
 

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import anyio
 import attrs
 
-from effectbench.core.model import Category, TaskSpec
-from effectbench.core.provider import ProvisionedEpisode
+from effectbench.model import Category, TaskSpec
+from effectbench.provider import ProvisionedEpisode
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.episode import Episode, LiveEpisodes, http_env, mode_fault
