@@ -39,6 +39,8 @@ import anyio
 import attrs
 import structlog
 
+from effectbench.core.errors import ConfigurationError
+
 if TYPE_CHECKING:
     import psycopg
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -77,7 +79,7 @@ SERVER_SETTINGS: Final[tuple[tuple[str, str], ...]] = (
 )
 
 
-class PgConfigError(Exception):
+class PgConfigError(ConfigurationError):
     """The PostgreSQL configuration cannot be used; the message says what to do."""
 
 
