@@ -23,7 +23,9 @@ from effectbench.core.errors import EffectBenchError
 from effectbench.core.prices import PriceTable, load_prices
 from effectbench.core.provider import BenchmarkProvider
 from effectbench.core.rundir import RunDir
-from effectbench.run.options import DEFAULTS, OptionsError, RunOptions
+from effectbench.core.versions import HARNESS_DISTRIBUTION, HARNESS_PACKAGES, PACKAGE_VERSION
+from effectbench.outputs.coverage import Shortfall, shortfalls
+from effectbench.run.options import DEFAULT_MIN_COVERAGE, DEFAULTS, OptionsError, RunOptions
 from effectbench.run.plan import (
     Plan,
     PlanError,
@@ -66,6 +68,16 @@ class RunResult:
     outcome: RunOutcome | None = attrs.field(default=None, eq=False, repr=False)
     already_complete: bool = False
     """A resume of a run whose every episode had ended: nothing ran, the log is untouched."""
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    """The threshold the run was held to (``--min-coverage``, or the one it recorded)."""
+
+    def shortfalls(self) -> list[Shortfall]:
+        """The arms that scored nothing or fall below ``min_coverage``, each with its
+        commonest failure reason; empty for a result (and for an interrupted run, which has
+        no metrics yet)."""
+        if self.interrupted or not self.metrics:
+            return []
+        return shortfalls(self.metrics, self.min_coverage, RunDir(self.run_dir).results)
 
 
 ArmLike = Arm | str
@@ -98,11 +110,15 @@ def _shipped_by(
 
 def _arm_version(arm: Arm, shipped: tuple[str | None, str | None]) -> str | None:
     """What code an arm is: its own ``version`` attribute, else ``dist==version`` of the
-    distribution shipping it, else None (unknown, which still differs from a known one)."""
+    distribution shipping it, else None (unknown, which still differs from a known one).
+    An arm from the harness's own packages is ``effectbench==<version>`` even where no
+    distribution maps them (an editable install): verify counts it as harness code."""
     own = getattr(arm, "version", None)
     if isinstance(own, str) and own:
         return own
     dist, version = shipped
+    if dist is None and type(arm).__module__.split(".")[0] in HARNESS_PACKAGES:
+        dist, version = HARNESS_DISTRIBUTION, PACKAGE_VERSION
     if dist is None:
         return None
     return dist if version is None else f"{dist}=={version}"
@@ -135,7 +151,11 @@ def _resolve_arms(
         else:
             raise RunError(f"{item!r} is not an Arm (needs a name and an async run(task, env))")
         if arm.name in out:
-            raise RunError(f"arm {arm.name!r} is named twice; give each arm once")
+            hint = ""
+            if isinstance(item, str) and item.startswith(arm.name.partition(":")[0] + ":"):
+                # a protocol agent named after its file (exec:agent): it can be named apart
+                hint = f" (agents whose files share a name: name each, --arm NAME={item})"
+            raise RunError(f"arm {arm.name!r} is named twice; give each arm once{hint}")
         out[arm.name] = arm
         refs.append(ref)
     return out, refs
@@ -296,6 +316,8 @@ async def execute(
     provider_options: Mapping[str, str] | None = None,
     executor: str = "local",
     prices: PriceTable | str | os.PathLike[str] | None = None,
+    min_coverage: float | None = None,
+    agent_log_budget: int = DEFAULTS.agent_log_budget,
 ) -> RunResult:
     """Plan, run and score. With ``resume``, any of provider/arms/trials/task_globs left
     as None is taken from the recorded plan; given ones must match it. Raises
@@ -307,7 +329,13 @@ async def execute(
     optional ``preflight``, which runs before anything is written (see ``_preflight``).
     ``isolate``: None contains protocol agents where the host can, True requires it, False never.
     ``prices`` (``--prices FILE``, or a PriceTable) prices model calls whose arm gave no cost; a
-    bad file raises PriceTableError before anything is written."""
+    bad file raises PriceTableError before anything is written.
+    ``min_coverage`` (``--min-coverage``): the least fraction of its planned episodes each arm
+    must score for the run to be a result, recorded in the log for ``verify``; None takes
+    the recorded one on a resume, else DEFAULT_MIN_COVERAGE. The result carries it and
+    ``RunResult.shortfalls`` lists the arms below it (the CLI exits INCOMPLETE for them).
+    ``agent_log_budget`` (``--agent-log-budget``): bytes an arm may put into the log per
+    episode."""
     if registry is None:
         from effectbench.run.registry import Registry
 
@@ -321,6 +349,8 @@ async def execute(
             provider_timeout=provider_timeout,
             handle_signals=handle_signals,
             screenshots=screenshots,  # type: ignore[arg-type]  # validated here
+            min_coverage=DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage,
+            agent_log_budget=agent_log_budget,
         )
     except OptionsError as exc:
         raise RunError(str(exc)) from exc  # the cause names the option for the CLI
@@ -348,6 +378,8 @@ async def execute(
         state = load_resume_state(run_dir / LOG_NAME)
         if concurrency is None and state.concurrency:  # None: not given, keep the recorded one
             options = attrs.evolve(options, concurrency=state.concurrency)
+        if min_coverage is None and state.min_coverage is not None:
+            options = attrs.evolve(options, min_coverage=state.min_coverage)
         recorded = state.plan
         refs = recorded.get("refs") or {}
         if provider is None:
@@ -411,7 +443,7 @@ async def execute(
             raise RunError(f"refusing to resume {run_dir}: the plan differs ({'; '.join(diffs)})")
         run_id = state.run_id
         if not state.unterminated and count_planned(plan, state.terminated) == plan.n_episodes:
-            done = _already_complete(run_dir, run_id)
+            done = _already_complete(run_dir, run_id, options.min_coverage)
             if done is not None:
                 return done
     else:
@@ -444,12 +476,30 @@ async def execute(
     except ExecutorError as exc:
         raise RunError(str(exc)) from None
     if outcome.interrupted:
-        return RunResult(run_dir, run_dir / LOG_NAME, {}, "", run_id, True, outcome)
+        return RunResult(
+            run_dir,
+            run_dir / LOG_NAME,
+            {},
+            "",
+            run_id,
+            True,
+            outcome,
+            min_coverage=options.min_coverage,
+        )
     metrics, summary = built[0]
-    return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, False, outcome)
+    return RunResult(
+        run_dir,
+        run_dir / LOG_NAME,
+        metrics,
+        summary,
+        run_id,
+        False,
+        outcome,
+        min_coverage=options.min_coverage,
+    )
 
 
-def _already_complete(run_dir: Path, run_id: str) -> RunResult | None:
+def _already_complete(run_dir: Path, run_id: str, min_coverage: float) -> RunResult | None:
     """A resume with nothing left to run: no session is opened, so the log stays byte for
     byte as it was; the artifacts already built are returned as they are. None when they
     cannot be read (killed while building them): then the resume runs, to build them."""
@@ -460,7 +510,15 @@ def _already_complete(run_dir: Path, run_id: str) -> RunResult | None:
         summary = (run_dir / SUMMARY_FILE).read_text(encoding="utf-8")
     except (OSError, orjson.JSONDecodeError, UnicodeDecodeError):
         return None
-    return RunResult(run_dir, run_dir / LOG_NAME, metrics, summary, run_id, already_complete=True)
+    return RunResult(
+        run_dir,
+        run_dir / LOG_NAME,
+        metrics,
+        summary,
+        run_id,
+        already_complete=True,
+        min_coverage=min_coverage,
+    )
 
 
 async def _preflight(prov: BenchmarkProvider, options: Mapping[str, str]) -> None:

@@ -143,6 +143,31 @@ def flaky(messages: Sequence[Mapping[str, Any]], ep: Endpoint) -> Reply:
     return solve(messages)
 
 
+def spender(messages: Sequence[Mapping[str, Any]], ep: Endpoint) -> Reply:
+    """Submits the payload's encounter in its first answer, an answer that costs
+    ``SPENDER_TOKENS`` output tokens (over any small budget), then solves."""
+    if _turn(messages) == 0:
+        payload = _payload(messages)
+        fields = {
+            "patient_id": "p1",
+            "type": "Triage",
+            "note": payload["note"],
+            "key": payload["record_key"],
+        }
+        return _ok(call("submit_form", {"fields": fields}))
+    return _ok(call("finish", {"success": True, "message": "submitted"}))
+
+
+SPENDER_TOKENS = 100_000
+
+
+def dropout(messages: Sequence[Mapping[str, Any]], ep: Endpoint) -> Reply:
+    """Answers one call (reads the records), then fails every request with a 500."""
+    if _turn(messages) == 0:
+        return _ok(call("read_records", {}))
+    return storm(messages, ep)
+
+
 def storm(messages: Sequence[Mapping[str, Any]], ep: Endpoint) -> Reply:
     return 500, {}, {"error": {"message": "upstream exploded"}}
 
@@ -156,6 +181,8 @@ SCRIPTS: dict[str, Script] = {
     "garbage": garbage,
     "flaky": flaky,
     "storm": storm,
+    "spender": spender,
+    "dropout": dropout,
 }
 
 
@@ -179,7 +206,7 @@ class Endpoint:
         if status == 200:
             usage: dict[str, Any] = {
                 "prompt_tokens": len(orjson.dumps(body["messages"])) // 4,
-                "completion_tokens": 10,
+                "completion_tokens": SPENDER_TOKENS if model == "spender" else 10,
             }
             if model.endswith("-billed"):
                 usage["cost"] = 0.0025

@@ -375,10 +375,16 @@ def test_a_do_nothing_program_passing_is_caught(weak: AuditReport) -> None:
     assert "halt" not in named
 
 
-def test_a_payload_that_is_not_trial_unique_is_gameable_by_cross_trial(weak: AuditReport) -> None:
+def test_a_payload_that_is_not_trial_unique_is_not_gameable_but_not_attested(
+    weak: AuditReport,
+) -> None:
+    """Without a per-trial payload, replaying another trial is the correct action: the
+    audit reads oracle.trial_unique_payload and says the check cannot be made."""
     t = by_id(weak)["notes::constant"]
-    assert t.status == "gameable"
-    assert attackers(t) == {"cross_trial"}
+    assert t.status == "incomplete", t.reasons
+    assert not attackers(t)
+    assert any("cross-trial check cannot be made" in r for r in t.reasons)
+    assert weak.attestations["notes::constant"] is False
 
 
 def test_a_fault_that_fixes_an_adversary_is_reported_against_the_tasks_claim(

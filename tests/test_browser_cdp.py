@@ -26,17 +26,19 @@ from effectbench.api import evaluate
 from effectbench.arm import TaskView
 from effectbench.browser import cdp_proxy
 from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
+from effectbench.browser.policy import OriginPolicy
 from effectbench.testing import InMemoryProvider
 
 pytestmark = pytest.mark.timeout(300)
 AGENT = Path(__file__).parent / "agents" / "cdp_failing_agent.py"
+NOWHERE = OriginPolicy(frozenset())  # these episodes load no product: about:blank only
 
 
 def test_the_episode_message_carries_the_endpoint_and_matches_the_schema() -> None:
     view = TaskView.of(InMemoryProvider(("ok",)).tasks()[0], 0, episode_id="a::fake::ok::t0")
     url = "ws://127.0.0.1:4100/devtools/browser/AbC-_9"
     message = orjson.loads(protocol.episode_line(view, {}, 5.0, url))
-    assert message["browser"] == {"cdp_url": url}
+    assert message["browser"] == {"cdp_url": url, "http_url": "http" + url.removeprefix("ws")}
     assert not _check(SCHEMA, message, SCHEMA)
     assert "browser" not in orjson.loads(protocol.episode_line(view, {}, 5.0))
     message["browser"]["cdp_url"] = "ws://10.0.0.1:4100/devtools/browser/x"
@@ -73,7 +75,7 @@ def _isolation_checks(a: CdpEpisode, b: CdpEpisode) -> None:
     )
     assert "no session" in _refused(ca, "Runtime.evaluate", {"expression": "1"}, session=session_b)
     assert ca.call("Target.getBrowserContexts")["browserContextIds"] == [a.context_id]
-    for method in ("Target.attachToBrowserTarget", "Target.createBrowserContext", "Browser.close"):
+    for method in ("Target.createBrowserContext", "Browser.close"):
         assert "not allowed" in _refused(ca, method)
     assert "not this episode's browser context" in _refused(
         ca, "Target.disposeBrowserContext", {"browserContextId": b.context_id}
@@ -82,6 +84,12 @@ def _isolation_checks(a: CdpEpisode, b: CdpEpisode) -> None:
         ca, "Storage.getCookies", {"browserContextId": b.context_id}
     )
     assert "not allowed" in _refused(ca, "Target.attachToBrowserTarget", session=session_a)
+    # a browser session of its own (tests/test_cdp_sessions.py): the same rules hold on it
+    extra = ca.call("Target.attachToBrowserTarget")["sessionId"]
+    assert "not allowed" in _refused(ca, "Target.createBrowserContext", session=extra)
+    assert "not a target of this episode" in _refused(
+        ca, "Target.attachToTarget", {"targetId": b.target_id, "flatten": True}, session=extra
+    )
     # fresh storage per episode: a cookie set in A is not in B
     cookie = {"name": "who", "value": "A", "domain": "127.0.0.1", "path": "/"}
     ca.call("Network.setCookie", cookie, session=session_a)
@@ -96,7 +104,7 @@ async def _playwright_sees_only_its_page(a: CdpEpisode, b: CdpEpisode) -> None:
 
     async with async_playwright() as pw:
         browser_b = await pw.chromium.connect_over_cdp(b.url)
-        await browser_b.contexts[0].pages[0].goto("data:text/html,<title>episode B</title>")
+        await browser_b.contexts[0].pages[0].set_content("<title>episode B</title>")
         browser_a = await pw.chromium.connect_over_cdp(a.url)
         pages = [p for c in browser_a.contexts for p in c.pages]
         assert len(pages) == 1 and pages[0].url == "about:blank"
@@ -112,7 +120,7 @@ def test_an_episode_endpoint_reaches_only_its_own_context() -> None:
         hub = CdpHub()
         await hub.start()
         try:
-            a, b = await hub.open(), await hub.open()
+            a, b = await hub.open(NOWHERE), await hub.open(NOWHERE)
             assert a.url != b.url and a.context_id != b.context_id
             await _playwright_sees_only_its_page(a, b)
             await anyio.to_thread.run_sync(_isolation_checks, a, b)

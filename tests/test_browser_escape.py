@@ -9,8 +9,12 @@ contained (Chromium as root, outside any sandbox, downloads where the agent said
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import json
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,22 +26,68 @@ from test_browser_lifecycle import _comm, _descendants
 from effectbench.agents.reference.cdp_screen_only import Cdp
 from effectbench.browser import BrowserPool
 from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
+from effectbench.browser.policy import OriginPolicy
 
 pytestmark = pytest.mark.timeout(180)
 SECRET = "effectbench-escape-" + secrets.token_hex(8)
 
 
-class World:
-    """The hub, run in a portal thread, and the host's secrets it must not reach."""
+class _Page(http.server.BaseHTTPRequestHandler):
+    """``/``: a page; ``/secret``: the secret, readable cross-origin (CORS ``*``);
+    ``/go?<url>``: a redirect there."""
 
-    def __init__(self, portal: Any, hub: CdpHub, secret_file: Path, shm_file: Path) -> None:
+    def do_GET(self) -> None:
+        if self.path.startswith("/go?"):
+            self.send_response(302)
+            self.send_header("Location", self.path.split("?", 1)[1])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        secret = self.path.startswith("/secret")
+        body = (SECRET if secret else "<html><body><p>the product</p></body></html>").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Access-Control-Allow-Origin", "*")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _server() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (its own port), in a thread; its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class World:
+    """The hub, run in a portal thread, the episode's product, and the host's secrets
+    (files, and another loopback service) it must not reach."""
+
+    def __init__(
+        self, portal: Any, hub: CdpHub, secret_file: Path, shm_file: Path, product: str,
+        other: str,
+    ) -> None:  # fmt: skip
         self.portal = portal
         self.hub = hub
         self.secret_file = secret_file
         self.shm_file = shm_file
+        self.product = product
+        self.other = other
 
     def episode(self) -> CdpEpisode:
-        episode: CdpEpisode = self.portal.call(self.hub.open)
+        policy = OriginPolicy.of_channels({"base_url": self.product})
+        episode: CdpEpisode = self.portal.call(self.hub.open, policy)
         return episode
 
     def close(self, episode: CdpEpisode) -> None:
@@ -52,11 +102,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     shm_file = Path("/dev/shm") / f"{SECRET}.sqlite"
     shm_file.write_text(SECRET)
     try:
-        with anyio.from_thread.start_blocking_portal() as portal:
+        with (
+            _server() as product,
+            _server() as other,
+            anyio.from_thread.start_blocking_portal() as portal,
+        ):
             hub = CdpHub()
             portal.call(hub.start)
             try:
-                yield World(portal, hub, secret_file, shm_file)
+                yield World(portal, hub, secret_file, shm_file, product, other)
             finally:
                 portal.call(hub.stop)
     finally:
@@ -164,3 +218,250 @@ def test_a_file_url_reads_no_host_file_and_lists_no_host_directory(world: World)
         cdp.ws.close()
     finally:
         world.close(episode)
+
+
+_DOWNLOAD_JS = (
+    "(() => { const a = document.createElement('a'); a.href = URL.createObjectURL(new "
+    "Blob(['import os; os.system(\"id\")'], {type: 'application/octet-stream'})); "
+    "a.download = 'escape.pth'; document.body.append(a); a.click(); return 'clicked'; })()"
+)
+
+
+def _download(cdp: Cdp, session: str) -> list[dict[str, Any]]:
+    """Start a download from the page (a blob: link, no network) and return the
+    download events the agent is given: those until a later command's answer, and for
+    a download that began, until it completed or was cancelled."""
+    cdp.events = []
+    cdp.call("Runtime.evaluate", {"expression": _DOWNLOAD_JS, "returnByValue": True}, session)
+    began = cdp.call(
+        "Runtime.evaluate",
+        {"expression": "new Promise(r => setTimeout(() => r(1), 0))", "awaitPromise": True},
+        session,
+    )
+    assert began["result"]["value"] == 1
+    events = [e for e in cdp.events if "download" in str(e.get("method", "")).lower()]
+    if any(e["method"].endswith("downloadWillBegin") for e in events):
+        # granted: wait for the browser to finish writing (as an agent would)
+        while not any(
+            e.get("method", "").endswith("downloadProgress")
+            and e["params"]["state"] in ("completed", "canceled")
+            for e in events
+        ):
+            events.append(json.loads(cdp.ws.recv()))
+    return events
+
+
+def test_downloads_never_reach_a_host_path_page_or_browser_level(
+    world: World, tmp_path: Path
+) -> None:
+    page_dir, browser_dir = tmp_path / "page", tmp_path / "browser"
+    page_dir.mkdir()
+    browser_dir.mkdir()
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        assert "the product" in _goto(cdp, session, world.product)
+        for method, params, where in (
+            ("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(page_dir)},
+             session),
+            ("Browser.setDownloadBehavior",
+             {"behavior": "allow", "downloadPath": str(browser_dir), "eventsEnabled": True},
+             None),
+            ("Browser.setDownloadBehavior",
+             {"behavior": "allowAndName", "downloadPath": str(browser_dir),
+              "browserContextId": episode.context_id, "eventsEnabled": True}, None),
+        ):  # fmt: skip
+            try:
+                cdp.call(method, params, where)
+            except RuntimeError:
+                pass  # refused outright: as good as ignored
+            events = _download(cdp, session)
+            states = {e["params"]["state"] for e in events if "state" in e["params"]}
+            assert "completed" not in states, (method, events)
+            assert sorted(os.listdir(page_dir)) == sorted(os.listdir(browser_dir)) == []
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+
+
+def _refused_or(cdp: Cdp, method: str, params: dict[str, Any], session: str | None = None) -> Any:
+    """The reply, or the refusal's text."""
+    try:
+        return cdp.call(method, params, session)
+    except RuntimeError as exc:
+        return f"refused: {exc}"
+
+
+def test_another_context_and_the_browser_target_stay_out_of_reach(world: World) -> None:
+    a, b = world.episode(), world.episode()
+    try:
+        cdp = Cdp(a.url)
+        session = _page(cdp)
+        browser_target = _refused_or(cdp, "Target.getTargetInfo", {})
+        assert isinstance(browser_target, dict), browser_target
+        browser_id = browser_target["targetInfo"]["targetId"]
+        browser_sessions = [
+            cdp.call("Target.attachToBrowserTarget", {})["sessionId"],
+            cdp.call("Target.attachToTarget", {"targetId": browser_id, "flatten": True})[
+                "sessionId"
+            ],
+        ]
+        for method, params, where in (
+            ("Target.createBrowserContext", {}, None),
+            ("Target.attachToTarget", {"targetId": b.target_id, "flatten": True}, None),
+            ("Target.getTargetInfo", {"targetId": b.target_id}, None),
+            ("Target.getTargetInfo", {"targetId": b.target_id}, session),
+            ("Target.autoAttachRelated", {"targetId": b.target_id,
+                                          "waitForDebuggerOnStart": False}, None),
+            ("Target.exposeDevToolsProtocol", {"targetId": b.target_id}, None),
+            ("Target.createTarget", {"url": "about:blank", "browserContextId": b.context_id},
+             None),
+            ("Storage.getCookies", {"browserContextId": b.context_id}, None),
+            ("Browser.grantPermissions", {"permissions": ["clipboardReadWrite"]}, None),
+            ("Browser.setPermission", {"permission": {"name": "geolocation"},
+                                       "setting": "granted"}, None),
+            ("Browser.getWindowForTarget", {"targetId": a.target_id}, None),
+            ("Browser.getHistograms", {}, None),
+            ("Browser.getVersion", {}, session),
+        ):  # fmt: skip
+            reply = _refused_or(cdp, method, params, where)
+            assert isinstance(reply, str) and reply.startswith("refused"), (method, reply)
+            # the browser sessions a client may open (attachToBrowserTarget, or the
+            # browser target itself, Puppeteer's) are held to the same rules
+            for extra in browser_sessions:
+                if where is None:
+                    reply = _refused_or(cdp, method, params, extra)
+                    assert isinstance(reply, str) and reply.startswith("refused"), (method, reply)
+        assert "SECRET" not in json.dumps(cdp.events)
+        assert b.target_id not in json.dumps(cdp.events)
+        cdp.ws.close()
+    finally:
+        world.close(a)
+        world.close(b)
+
+
+_UPLOAD_JS = (
+    "new Promise(r => { const i = document.querySelector('input'); i.files.length ? "
+    "i.files[0].text().then(r) : r('no file'); })"
+)
+
+
+def test_a_file_input_or_a_drag_reads_no_host_file(world: World) -> None:
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        assert "the product" in _goto(cdp, session, world.product)
+        cdp.call(
+            "Runtime.evaluate",
+            {"expression": "document.body.innerHTML = '<input type=file>'"},
+            session,
+        )
+        doc = cdp.call("DOM.getDocument", {}, session)["root"]["nodeId"]
+        node = cdp.call("DOM.querySelector", {"nodeId": doc, "selector": "input"}, session)
+        upload = _refused_or(
+            cdp,
+            "DOM.setFileInputFiles",
+            {"files": [str(world.secret_file)], "nodeId": node["nodeId"]},
+            session,
+        )
+        read = cdp.call(
+            "Runtime.evaluate", {"expression": _UPLOAD_JS, "awaitPromise": True}, session
+        )
+        assert SECRET not in json.dumps([upload, read])
+        drag = _refused_or(
+            cdp,
+            "Input.dispatchDragEvent",
+            {"type": "dragEnter", "x": 5, "y": 5,
+             "data": {"items": [], "files": [str(world.secret_file)], "dragOperationsMask": 1}},
+            session,
+        )  # fmt: skip
+        assert isinstance(drag, str) and drag.startswith("refused"), drag
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+
+
+def _evaluate(cdp: Cdp, session: str, expression: str) -> str:
+    reply = cdp.call(
+        "Runtime.evaluate",
+        {"expression": expression, "awaitPromise": True, "returnByValue": True},
+        session,
+    )
+    return json.dumps(reply)
+
+
+def test_the_browser_reaches_no_other_loopback_port(world: World) -> None:
+    """Another service on 127.0.0.1 (its own port) serves the secret to anyone; the
+    episode's browser reaches it neither by a navigation the agent names, nor by one
+    the page starts, nor by a redirect of the product, nor by a subresource."""
+    secret_url = world.other + "secret"
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        assert "the product" in _goto(cdp, session, world.product)
+        seen = [
+            _goto(cdp, session, secret_url),
+            _goto(cdp, session, "http://localhost:" + world.other.rsplit(":", 1)[1] + "secret"),
+            _goto(cdp, session, world.product + "go?" + secret_url),
+        ]
+        assert "the product" in _goto(cdp, session, world.product)
+        seen.append(
+            _evaluate(
+                cdp, session,
+                f"fetch({secret_url!r}).then(r => r.text()).catch(e => 'failed: ' + e)",
+            )
+        )  # fmt: skip
+        cdp.events = [e for e in cdp.events if e.get("method") != "Page.loadEventFired"]
+        cdp.call("Runtime.evaluate", {"expression": f"location.href = {secret_url!r}"}, session)
+        cdp.wait("Page.loadEventFired", session)
+        seen.append(_text(cdp, session))
+        assert not any(SECRET in text for text in seen), seen
+        assert "the product" in _goto(cdp, session, world.product)  # the product still is
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+    assert episode.gate.refused >= 3  # the page's own navigation, the redirect, the fetch
+
+
+ESCAPE_AGENT = Path(__file__).with_name("agents") / "cdp_escape_agent.py"
+
+
+def test_an_isolated_hostile_browser_agent_gets_nothing_out_of_a_real_run(tmp_path: Path) -> None:
+    """The whole path: ``exec-each+browser`` run ``--isolate``d on MockMed; the agent
+    reports everything its browser gave back, and none of it is a host secret."""
+    from effectbench_mockmed import MockMedProvider
+
+    from effectbench.agents import ExecArm
+    from effectbench.agents.reference import CDP_AGENT, system_python
+    from effectbench.api import execute
+    from effectbench.log import read_log
+
+    secret_file = tmp_path / "host" / "secret.txt"
+    secret_file.parent.mkdir()
+    secret_file.write_text(SECRET)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    downloads.chmod(0o777)  # writable by anyone: only the browser's containment stops it
+    run_dir = tmp_path / "run"
+    with _server() as other:
+        argv = [system_python(), str(ESCAPE_AGENT), str(CDP_AGENT), other + "secret",
+                str(downloads), secret_file.as_uri()]  # fmt: skip
+        arm = ExecArm(argv, name="escape", mode="per_episode", browser=True, isolate=True,
+                      timeout_s=60)  # fmt: skip
+        provider = MockMedProvider()
+        result = anyio.run(
+            lambda: execute(
+                provider=provider, arms=[arm], trials=1, out=run_dir, task_globs=["mockmed::ok"]
+            )
+        )
+    assert not result.interrupted
+    reports = [e.data for e in read_log(run_dir / "events.jsonl") if e.type == "episode.reported"]
+    assert len(reports) == 1, reports
+    found = json.loads(reports[0]["message"])
+    assert SECRET not in json.dumps(found), found
+    assert ".sqlite" not in found["shm"] and "mockmed" not in found["shm"], found["shm"]
+    assert not found["product"].startswith(("refused", "failed")), found["product"]
+    assert os.listdir(downloads) == []

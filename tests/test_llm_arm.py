@@ -99,6 +99,8 @@ async def _run_all(tmp_path: Path) -> dict[str, Any]:
         arms += [
             arm("fumbler", max_calls=8),
             arm("solver", max_tokens=1500, name="llm-tokens"),
+            arm("spender", max_tokens=50_000),
+            arm("dropout"),
             "effect_verified",
         ]
         result = await evaluate_provider_async(
@@ -158,22 +160,46 @@ def test_each_scripted_model_lands_in_its_outcome_class(run: dict[str, Any]) -> 
     assert {r["telemetry"]["model_calls"] for r in rows["llm-garbage"].values()} == {3}
 
 
+def test_the_answer_that_crosses_the_token_budget_runs_none_of_its_tool_calls(
+    run: dict[str, Any],
+) -> None:
+    events, rows = run["events"], run["rows"]
+    reported = _by_episode(events, "episode.reported")
+    pre = _by_episode(events, "episode.pre_snapshot")
+    post = _by_episode(events, "episode.post_read")
+    for mode, row in rows["llm-spender"].items():
+        ep = row["episode_id"]
+        message = reported[ep]["message"]
+        assert message == "token budget exhausted: " + (
+            f"{row['telemetry']['input_tokens'] + 100_000} tokens > 50000"
+        ), mode
+        assert row["halted"] is True and row["telemetry"]["model_calls"] == 1
+        # its submit_form never ran: no tool call recorded, the record as it was
+        tools = [e for e in events if e["ep"] == ep and e["type"] == "episode.action"]
+        assert tools == [], (mode, tools)
+        assert post[ep]["snapshot"] == pre[ep]["snapshot"], mode
+    spent = [r for r in run["server"].requests if r["model"] == "spender"]
+    assert len(spent) == 9  # one answer per episode, no second turn
+
+
 def test_endpoint_failures_fail_episodes_with_one_reason(
     run: dict[str, Any],
 ) -> None:
     failed = _by_episode(run["events"], "episode.failed")
-    for name, reason in (("llm-storm", "model endpoint gave up after 3 attempts, last: HTTP 500"),):
+    for name in ("llm-storm", "llm-dropout"):
+        reason = "model endpoint gave up after 3 attempts, last: HTTP 500"
         for row in run["rows"][name].values():
             assert row["failure_class"] == "agent" and row["eligible"] is False
             assert reason in failed[row["episode_id"]]["error"], failed[row["episode_id"]]
     # bounded backoff: the storm waits 0.25 then 0.5 s per episode; the 429 honours Retry-After: 7
-    assert sorted(run["delays"]) == sorted([0.25, 0.5] * 9 + [7.0] * 9)
+    # (and so does the dropout after its one answered call)
+    assert sorted(run["delays"]) == sorted([0.25, 0.5] * 18 + [7.0] * 9)
     retries = [
         e["data"]["detail"]
         for e in run["events"]
         if e["type"] == "episode.action" and e["data"]["kind"] == "model_retry"
     ]
-    assert sorted(d["status"] for d in retries) == sorted([500] * 18 + [429] * 9)
+    assert sorted(d["status"] for d in retries) == sorted([500] * 36 + [429] * 9)
     storm_requests = [r for r in run["server"].requests if r["model"] == "storm"]
     assert len(storm_requests) == 27
 
@@ -198,11 +224,20 @@ def test_telemetry_carries_tokens_latency_and_cost_with_its_source(
     for row in rows["effect_verified"].values():
         assert set(row["telemetry"]) == OLD_TELEMETRY_KEYS
         assert row["telemetry"]["model_calls"] is None
-    # the storm completed no call, but the llm arm counts its calls: 0 counted, not null
+    # the storm completed no call, but the llm arm counts its calls: 0 calls counted; the
+    # episode failed inside a call, so its tokens and cost are unknown, never a made-up 0
     for row in rows["llm-storm"].values():
         t = row["telemetry"]
-        assert (t["model_calls"], t["input_tokens"], t["output_tokens"]) == (0, 0, 0)
-        assert (t["cost_usd"], t["cost_source"], t["model_call_latency_ms"]) == (0.0, "arm", [])
+        assert (t["model_calls"], t["input_tokens"], t["output_tokens"]) == (0, None, None)
+        assert (t["cost_usd"], t["cost_source"], t["model_call_latency_ms"]) == (None, None, [])
+    # the dropout's one answered call is counted, but the failed one it died in is not
+    # known: the episode's sums are null, not the answered call's figures
+    for row in rows["llm-dropout"].values():
+        t = row["telemetry"]
+        assert t["model_calls"] == 1 and len(t["model_call_latency_ms"]) == 1
+        assert (t["input_tokens"], t["output_tokens"], t["cost_usd"]) == (None, None, None)
+    dropout = run["metrics"]["arms"]["llm-dropout"]["telemetry"]["cost"]
+    assert (dropout["all_recorded_usd"], dropout["all_recorded_with_source"]) == (None, 0)
     tel = _by_episode(events, "episode.telemetry")
     for ep, data in tel.items():
         has_calls = data["model_calls"] is not None

@@ -15,6 +15,7 @@ import pytest
 import structlog
 
 from effectbench.core import events as ev
+from effectbench.core.exitcodes import ExitCode
 from effectbench.core.model import FailureClass
 from effectbench.log.reader import (
     GENESIS_HASH,
@@ -484,6 +485,8 @@ def _check(schema: dict[str, Any], value: Any, root: dict[str, Any], where: str 
         errors.append(f"{where}: {value!r} not in {schema['enum']}")
     if "minimum" in schema and type(value) in (int, float) and value < schema["minimum"]:
         errors.append(f"{where}: {value} < {schema['minimum']}")
+    if "maximum" in schema and type(value) in (int, float) and value > schema["maximum"]:
+        errors.append(f"{where}: {value} > {schema['maximum']}")
     if "pattern" in schema and isinstance(value, str):
         import re
 
@@ -512,7 +515,7 @@ def _check(schema: dict[str, Any], value: Any, root: dict[str, Any], where: str 
 KNOWN = {
     "$schema", "$id", "$ref", "$defs", "title", "description", "type", "required",
     "properties", "additionalProperties", "items", "oneOf", "const", "enum", "minimum",
-    "pattern",
+    "maximum", "pattern",
 }  # fmt: skip
 
 
@@ -601,8 +604,9 @@ def assert_every_line_is_a_typed_event(path: Path) -> None:
         assert orjson.dumps(ev.event_data(typed)) == orjson.dumps(line["data"]), raw
 
 
-def _cli(*args: str) -> None:
-    run_cli(*args, "-q").check_returncode()
+def _cli(*args: str, status: int = ExitCode.OK) -> None:
+    proc = run_cli(*args, "-q")
+    assert proc.returncode == status, proc.stderr
 
 
 def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: Path) -> None:
@@ -613,8 +617,18 @@ def test_every_line_the_scheduler_writes_validates_against_the_schema(tmp_path: 
     log = full / "events.jsonl"
     log.write_bytes(b"".join(lines_of(log)[:20]))  # cut inside in-flight episodes
     _cli("run", "--resume", str(full))
-    _cli("run", "--trials", "1", "--arm", "screen_only", "--episode-timeout", "1e-6",
-         "--out", str(timed_out))  # fmt: skip
+    _cli(
+        "run",
+        "--trials",
+        "1",
+        "--arm",
+        "screen_only",
+        "--episode-timeout",
+        "1e-6",
+        "--out",
+        str(timed_out),
+        status=ExitCode.INCOMPLETE,
+    )  # every episode timed out
     proxied = tmp_path / "proxied"  # episode.injected comes from the fault proxy
     _cli("run", "--provider", "mockmed-proxy", "--trials", "1", "--arm", "screen_only",
          "--out", str(proxied))  # fmt: skip

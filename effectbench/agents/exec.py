@@ -18,12 +18,16 @@ counted (``stray_lines``), and the episodes it might have meant run into their d
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import math
 import os
+import re
 import shlex
+import shutil
 import signal
 import subprocess
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -37,6 +41,8 @@ import structlog
 
 from effectbench.agents import protocol, sandbox
 from effectbench.agents.sandbox import Containment
+from effectbench.agents.starts import StartWatch
+from effectbench.core.agentlog import LogBudgetExceeded
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle, Telemetry
@@ -61,10 +67,14 @@ _PREFIX_MODES: Final[dict[str, tuple[Mode, bool]]] = {
 """Each ``--arm`` prefix -> (process mode, browser wanted)."""
 EXEC_PREFIXES: Final = tuple(_PREFIX_MODES)
 """Every ``--arm`` prefix that names a protocol agent by its command line."""
+SUPERVISOR: Final = Path(__file__).with_name("supervisor.py")
+_SUPERVISED: Final = sys.platform.startswith("linux")
+"""Uncontained agents run under the supervisor where prctl's subreaper exists (Linux)."""
 DEFAULT_TIMEOUT_S: Final = 300.0
 MAX_LINE: Final = 1 << 20
 MAX_ACTIONS: Final = 10_000
-STDERR_TAIL: Final = 2_000
+STDERR_TAIL: Final = 4_096
+"""The bytes of an agent's stderr kept, all of which go into a failure's reason."""
 _STOP_GRACE_S: Final = 5.0
 _EXIT_WAIT_S: Final = 2.0
 """How long after its stdout ended a process has to exit before its episodes fail
@@ -77,6 +87,10 @@ class AgentFailure(Exception):
 
 class AgentMalformed(AgentFailure):
     """A line that breaks the protocol (not JSON, wrong fields, too long, unknown episode)."""
+
+
+class AgentOverBudget(AgentMalformed):
+    """More bytes of actions and model calls than the episode's log budget allows."""
 
 
 class AgentTimeout(AgentFailure):
@@ -124,10 +138,29 @@ def _preview(line: bytes) -> str:
 class _Conn:
     """One agent process: its pipes, the episodes it holds, and what it said on stderr."""
 
-    def __init__(self, proc: anyio.abc.Process, label: str, sole: str | None) -> None:
+    def __init__(
+        self,
+        proc: anyio.abc.Process,
+        label: str,
+        sole: str | None,
+        watch: StartWatch,
+        probe: anyio.Semaphore | None = None,
+        *,
+        supervised: bool = False,
+    ) -> None:
         self.proc = proc
+        self.supervised = supervised
+        """Started under agents/supervisor.py, which kills the agent's whole tree."""
+        self._probe = probe
+        """Held while this is one of an unproven arm's first starts (released once it
+        writes a line or ends)."""
         self.label = label
         self.sole = sole
+        self.watch = watch
+        self.spoke = False
+        """Whether the process wrote a line on stdout (then it started, see agents/starts.py)."""
+        self.killed = False
+        """Whether the harness killed it (then how it ended says nothing of its start)."""
         """The one episode of a per-episode process: every stray line is its failure."""
         self.pending: dict[str, _Slot] = {}
         self.alive = True
@@ -144,9 +177,13 @@ class _Conn:
             await stdin.send(line)
 
     def stderr_tail(self) -> str:
-        text = b"".join(self._stderr).decode("utf-8", "replace")
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        return f" (stderr: {lines[-1][-300:]})" if lines else ""
+        """The last STDERR_TAIL bytes of stderr, its lines joined by `` | `` (blank ones
+        dropped), as `` (stderr: ...)``; empty when the process wrote none."""
+        raw = b"".join(self._stderr)[-STDERR_TAIL:]
+        text = raw.decode("utf-8", "replace")
+        lines = [" ".join(ln.split()) for ln in text.splitlines()]
+        joined = " | ".join(ln for ln in lines if ln)
+        return f" (stderr: {joined})" if joined else ""
 
     async def pump_stderr(self) -> None:
         stream = self.proc.stderr
@@ -202,9 +239,20 @@ class _Conn:
             how = "closed its stdout"
         else:
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        self.fail_all(
-            AgentExited(f"the agent process {how} before it reported{self.stderr_tail()}")
-        )
+        tail = self.stderr_tail()
+        reason = f"the agent process {how} before it reported{tail}"
+        failing = bool(self.pending) and not self.killed
+        self.fail_all(AgentExited(reason))
+        if failing and tail and self.watch.show_stderr():
+            log.warning("agent.stderr", arm=self.label, how=how, stderr=tail[10:-1])
+        if failing and not self.spoke and self.watch.failed(reason):
+            _say_stopped(self.label, self.watch)
+        self.release_probe()
+
+    def release_probe(self) -> None:
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.release()
 
     def fail_all(self, error: AgentFailure) -> None:
         for slot in list(self.pending.values()):
@@ -222,6 +270,10 @@ class _Conn:
             log.warning("agent.stray_line", arm=self.label, what=what, dropped=self.stray)
 
     def _line(self, line: bytes) -> None:
+        if not self.spoke:
+            self.spoke = True
+            self.watch.started()
+            self.release_probe()
         if len(line) > MAX_LINE:
             self._stray(f"a line longer than {MAX_LINE} bytes")
             return
@@ -255,19 +307,39 @@ class _Conn:
         elif kind == "error":
             what = " ".join(str(msg.get("message", "")).split())[:300] or "no reason given"
             slot.finish(error=AgentGaveUp(f"the agent gave up on the episode: {what}"))
-        elif kind == "action":
+        else:
+            self._record(slot, kind, msg)
+
+    @staticmethod
+    def _record(slot: _Slot, kind: str, msg: dict[str, Any]) -> None:
+        """An action or a model call into the episode's telemetry, within its limits."""
+        try:
+            if kind == "model_call":
+                slot.telemetry.model_call(protocol.to_model_call(msg))
+                return
             slot.actions += 1
             if slot.actions > MAX_ACTIONS:
                 slot.finish(error=AgentMalformed(f"the agent sent more than {MAX_ACTIONS} actions"))
                 return
             slot.telemetry.action(msg["kind"], **protocol.action_detail(msg))
-        else:
-            slot.telemetry.model_call(protocol.to_model_call(msg))
+        except LogBudgetExceeded as exc:
+            slot.finish(error=AgentOverBudget(str(exc).replace("the arm", "the agent", 1)))
 
     def kill(self) -> None:
-        """SIGKILL the process group (a plain subprocess's children too); a sandbox's
-        processes die with it (bubblewrap's --die-with-parent and its PID namespace)."""
+        """End the agent's processes: a supervised one's supervisor gets SIGTERM and kills
+        the agent's whole tree (agents/supervisor.py); otherwise SIGKILL to the process
+        group (a sandbox's processes die with it: bubblewrap's --die-with-parent and its
+        PID namespace)."""
         self.alive = False
+        self.killed = True
+        if self.supervised:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+            return
+        self.force_kill()
+
+    def force_kill(self) -> None:
+        """SIGKILL the process group (a plain subprocess's children too)."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -279,11 +351,49 @@ class _Conn:
                 self.proc.kill()
 
 
+def _say_stopped(label: str, watch: StartWatch) -> None:
+    log.error(
+        "agent.stopped",
+        arm=label,
+        starts=watch.limit,
+        why="its agent process failed to start the same way each time; no further starts",
+        reason=(watch.stopped or "").split(" (stderr: ")[0],
+    )
+
+
+def _stopped_error(watch: StartWatch) -> AgentStartFailed:
+    return AgentStartFailed(
+        f"not started: the last {watch.limit} starts of the agent failed the same way: "
+        f"{watch.stopped}"
+    )
+
+
 def _outcome(slot: _Slot) -> AgentReport:
     if slot.error is not None:
         raise slot.error
     assert slot.report is not None
     return slot.report
+
+
+ARM_NAME: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+"""A name given with ``NAME=exec:...``: letters, digits and ``_ . + -``, at most 64."""
+
+
+def split_arm_name(spec: str) -> tuple[str | None, str]:
+    """``NAME=exec:...`` -> (NAME, ``exec:...``); a spec that starts with its prefix
+    (an ``=`` in its command line included) -> (None, spec). ValueError for a name
+    that is not an :data:`ARM_NAME`."""
+    if spec.startswith(EXEC_PREFIXES):
+        return None, spec
+    name, sep, rest = spec.partition("=")
+    if not sep or not rest.startswith(EXEC_PREFIXES):
+        return None, spec
+    if not ARM_NAME.fullmatch(name):
+        raise ValueError(
+            f"arm name {name!r} before '=' must be 1-64 letters, digits or _ . + - "
+            "(e.g. --arm agent-a=exec:python a/agent.py)"
+        )
+    return name, rest
 
 
 def _spec_name(argv: Sequence[str]) -> str:
@@ -346,20 +456,26 @@ class ExecArm:
         self._starting = anyio.Lock()
         self.stray_lines = 0
         self.processes_started = 0
+        self.starts = StartWatch()
+        """Failed starts in a row; past the limit the arm starts no more (agents/starts.py)."""
+        self._probes = anyio.Semaphore(self.starts.limit)
+        """How many processes may start before one of the arm's has written a line."""
 
     @classmethod
     def from_spec(cls, spec: str) -> ExecArm:
         """``exec:<command line>`` (one long-lived process) or ``exec-each:<command line>``
         (one process per episode), shell-style quoting, as given to ``--arm``; either
         prefix with ``+browser`` before its colon (``exec+browser:``) asks for a browser
-        context per episode, as ``browser=True`` does."""
+        context per episode, as ``browser=True`` does. ``NAME=`` before any of them
+        names the arm (``a=exec:python a/agent.py``; see :func:`split_arm_name`)."""
+        given, spec = split_arm_name(spec)
         prefix = next((p for p in EXEC_PREFIXES if spec.startswith(p)), None)
         if prefix is None:
             raise ValueError(f"an exec arm starts with one of {', '.join(EXEC_PREFIXES)}")
         mode, browser = _PREFIX_MODES[prefix]
         argv = shlex.split(spec.removeprefix(prefix))
         name = prefix + _spec_name(argv).removeprefix(EXEC_PREFIX) if argv else None
-        return cls(argv, name=name, mode=mode, browser=browser)
+        return cls(argv, name=given or name, mode=mode, browser=browser)
 
     def with_isolation(self, isolate: bool | None) -> ExecArm:
         """The same agent with another isolation choice (the run's ``--isolate``)."""
@@ -410,16 +526,46 @@ class ExecArm:
                 tg.cancel_scope.cancel()
 
     def command(self) -> list[str]:
-        """The command line actually started (wrapped in the sandbox when isolated)."""
+        """The command line actually started: wrapped in the sandbox when isolated, else
+        (on Linux) in the supervisor that kills the agent's whole process tree with its
+        episode or run, and with the harness (agents/supervisor.py)."""
         if self.execution == "isolated":
             c = self.containment
             assert c is not None
             return sandbox.wrap(c, self.argv, hide=self._hide, env=self.env)
+        if _SUPERVISED:
+            return [sys.executable, "-I", "-S", str(SUPERVISOR), str(os.getpid()), "--", *self.argv]
         return list(self.argv)
 
+    def _unstartable(self, env: Mapping[str, str]) -> str | None:
+        """Why the agent's program cannot be executed (checked before a supervised start,
+        where exec happens inside the supervisor), or None."""
+        program = self.argv[0]
+        if os.sep in program:
+            if not os.path.exists(program):
+                return os.strerror(errno.ENOENT)
+            return None if os.access(program, os.X_OK) else os.strerror(errno.EACCES)
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+        return None if found is not None else os.strerror(errno.ENOENT)
+
     async def _spawn(self, sole: str | None, tg: anyio.abc.TaskGroup) -> _Conn:
+        probe = None
+        if not self.starts.proven:  # until a process writes a line, a few starts at a time
+            await self._probes.acquire()
+            probe = self._probes
+            if self.starts.proven:
+                probe.release()
+                probe = None
+        if self.starts.stopped is not None:
+            if probe is not None:
+                probe.release()
+            raise _stopped_error(self.starts)
         env = None if self.execution == "isolated" else {**os.environ, **self.env}
+        supervised = env is not None and _SUPERVISED
         try:
+            why = self._unstartable(env) if env is not None and supervised else None
+            if why is not None:
+                raise OSError(errno.ENOENT, why)
             proc = await anyio.open_process(
                 self.command(),
                 stdin=subprocess.PIPE,
@@ -429,11 +575,14 @@ class ExecArm:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise AgentStartFailed(
-                f"cannot start the agent {shlex.join(self.argv)!r}: {exc.strerror or exc}"
-            ) from None
+            reason = f"cannot start the agent {shlex.join(self.argv)!r}: {exc.strerror or exc}"
+            if self.starts.failed(reason):
+                _say_stopped(self.name, self.starts)
+            if probe is not None:
+                probe.release()
+            raise AgentStartFailed(reason) from None
         self.processes_started += 1
-        conn = _Conn(proc, self.name, sole)
+        conn = _Conn(proc, self.name, sole, self.starts, probe, supervised=supervised)
         tg.start_soon(conn.pump_stdout)
         tg.start_soon(conn.pump_stderr)
         return conn
@@ -454,6 +603,7 @@ class ExecArm:
         if conn is None:
             return
         self.stray_lines += conn.stray
+        conn.killed = True  # the harness ends it: how it exits says nothing of its start
         if conn.proc.stdin is not None:
             with contextlib.suppress(Exception):
                 await conn.proc.stdin.aclose()  # end of input: a well-behaved agent exits
@@ -462,11 +612,16 @@ class ExecArm:
         await self._reap(conn)
 
     async def _reap(self, conn: _Conn) -> None:
-        """Kill, wait for the exit and close the pipes (so no transport outlives the loop)."""
+        """Kill, wait for the exit and close the pipes (so no transport outlives the loop);
+        a supervisor that has not ended its agent's tree within the grace is killed."""
         conn.kill()
-        shielded = anyio.CancelScope(shield=True)
-        with shielded, anyio.move_on_after(_STOP_GRACE_S), contextlib.suppress(Exception):
-            await conn.proc.aclose()
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_STOP_GRACE_S), contextlib.suppress(Exception):
+                await conn.proc.wait()
+            if conn.proc.returncode is None:
+                conn.force_kill()
+            with anyio.move_on_after(_STOP_GRACE_S), contextlib.suppress(Exception):
+                await conn.proc.aclose()
 
     # ----------------------------------------------------------------- one episode
 
@@ -545,6 +700,7 @@ __all__ = [
     "AgentFailure",
     "AgentGaveUp",
     "AgentMalformed",
+    "AgentOverBudget",
     "AgentStartFailed",
     "AgentTimeout",
     "ContainmentUnavailable",

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import orjson
 
+from effectbench.core import bounds
 from effectbench.core.arm import TaskView
 from effectbench.core.codec import converter
 from effectbench.core.model import AgentReport, JSONScalar
@@ -35,7 +36,8 @@ def episode_line(
 ) -> bytes:
     """One ``episode`` message: the TaskView's fields, the channels and the deadline
     (``deadline`` in Unix seconds, ``timeout_s`` relative, both null without a limit);
-    ``browser`` carries the episode's CDP endpoint when the agent asked for a browser."""
+    ``browser`` carries the episode's CDP endpoint when the agent asked for a browser
+    (``cdp_url``, and ``http_url``: the same for clients that discover over HTTP)."""
     view = converter.unstructure(task)
     episode_id = view.pop("episode_id")
     message = {
@@ -48,7 +50,10 @@ def episode_line(
         "timeout_s": timeout_s,
     }
     if cdp_url is not None:
-        message["browser"] = {"cdp_url": cdp_url}
+        browser = {"cdp_url": cdp_url}
+        if cdp_url.startswith("ws://"):  # the same endpoint for clients that want http://
+            browser["http_url"] = "http://" + cdp_url.removeprefix("ws://")
+        message["browser"] = browser
     return orjson.dumps(message) + b"\n"
 
 
@@ -57,23 +62,11 @@ def cancel_line(episode_id: str, reason: str) -> bytes:
     return orjson.dumps({"type": "cancel", "episode_id": episode_id, "reason": reason}) + b"\n"
 
 
-def _is_int(v: object) -> bool:
-    return type(v) is int
-
-
-def _is_number(v: object) -> bool:
-    return type(v) in (int, float) and math.isfinite(v)  # type: ignore[arg-type]
-
-
 def _usage_problem(msg: Mapping[str, Any]) -> str | None:
-    for key in _USAGE:
-        value = msg.get(key)
-        if value is None:
-            continue
-        ok = _is_int(value) if key.endswith("tokens") else _is_number(value)
-        if not ok or value < 0:
-            kind = "an integer" if key.endswith("tokens") else "a number"
-            return f"model_call {key} must be {kind} >= 0 or null, got {value!r}"
+    for key in _USAGE:  # each number in its documented range (core/bounds.py)
+        why = bounds.usage_problem(key, msg.get(key))
+        if why is not None:
+            return f"model_call {why}"
     model = msg.get("model")
     if model is not None and not isinstance(model, str):
         return f"model_call model must be a string or null, got {model!r}"

@@ -2,7 +2,8 @@
 
 The sandbox gives the agent process its own mount, PID, IPC, UTS and user namespaces:
 a read-only view of the system's programs and libraries (``/usr`` and the merged-usr
-links, a few files of ``/etc``), its own program files read-only, a private tmpfs as
+links, a few files of ``/etc``), its own program files read-only (its venv, install
+prefixes and ``node_modules``: ``effectbench.agents.prefixes``), a private tmpfs as
 scratch (``/tmp``, also ``$HOME`` and the working directory), a fresh ``/proc`` that
 shows only its own processes, and a minimal ``/dev``. Nothing else of the host is
 mounted: not the run directory, not ``/dev/shm`` or the host's ``/tmp`` (where
@@ -25,6 +26,8 @@ from typing import Final
 
 import attrs
 
+from effectbench.agents.prefixes import SHARED_DIRS, absolute_argv, program_paths
+
 NOBODY: Final = 65534
 SCRATCH: Final = "/tmp"
 _ETC: Final = (
@@ -40,11 +43,6 @@ _ETC: Final = (
 )
 _TOP_LEVEL: Final = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SAFE_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
-SHARED_DIRS: Final = frozenset(
-    ("/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/run", "/proc", "/home", "/root", "/etc")
-)
-"""Directories never mounted whole as an agent's program directory (they hold other
-users' and the harness's files); a script directly inside one is mounted alone."""
 
 
 @attrs.frozen
@@ -75,29 +73,6 @@ def _ro_binds(paths: Iterable[str]) -> list[str]:
     return args
 
 
-def program_paths(argv: Sequence[str]) -> list[str]:
-    """Host paths the agent's own program needs read-only: the directory of every
-    argument naming an existing file (its script), and the install prefix of an
-    interpreter that lives outside /usr (e.g. a pyenv or uv Python). An argument naming
-    a directory is not mounted: it is data the agent is told about, not its program."""
-    paths: list[str] = []
-    for i, arg in enumerate(argv):
-        found = shutil.which(arg) if i == 0 and "/" not in arg else None
-        candidate = Path(found or arg)
-        if not candidate.is_file():
-            continue
-        real = candidate.resolve()
-        if str(real).startswith("/usr/"):
-            continue
-        if i == 0 and real.parent.name == "bin":
-            paths.append(str(real.parent.parent))  # the interpreter's prefix (its stdlib)
-        elif str(real.parent) in SHARED_DIRS:
-            paths.append(str(real))  # a script loose in /tmp and the like: only the file
-        else:
-            paths.append(str(real.parent))
-    return paths
-
-
 def let_nobody_reach(paths: Iterable[str]) -> None:
     """Give "others" search (x) permission on every parent of ``paths`` (root only).
 
@@ -113,21 +88,6 @@ def let_nobody_reach(paths: Iterable[str]) -> None:
             mode = parent.stat().st_mode
             if not mode & 0o001:
                 parent.chmod(mode | 0o001)
-
-
-def absolute_argv(argv: Sequence[str]) -> list[str]:
-    """The command with its program resolved on PATH and file arguments made absolute,
-    so it runs the same inside the sandbox, whose working directory is the scratch dir."""
-    out: list[str] = []
-    for i, arg in enumerate(argv):
-        if i == 0 and "/" not in arg:
-            found = shutil.which(arg)
-            out.append(found if found is not None else arg)
-        elif not arg.startswith("-") and Path(arg).exists():
-            out.append(str(Path(arg).resolve()))
-        else:
-            out.append(arg)
-    return out
 
 
 @attrs.frozen
@@ -278,6 +238,7 @@ def probe() -> Containment:
 __all__ = [
     "AGENT",
     "BROWSER",
+    "SHARED_DIRS",
     "Containment",
     "Profile",
     "absolute_argv",

@@ -254,6 +254,14 @@ def _pointer(r: EpisodeRecord) -> str:
     )
 
 
+def _second_write_refused(r: EpisodeRecord, refs: Sequence[EpisodeRecord], ev: _Evidence) -> bool:
+    """Whether an ``extra_change`` episode changed exactly the rows the reference's episode
+    of the same trial changed: its second write never landed (the product refused it)."""
+    mine = ev.changed(r)
+    ref = next((x for x in refs if x.trial == r.trial), None)
+    return mine is not None and ref is not None and bool(mine) and mine == ev.changed(ref)
+
+
 def _audit_task(
     task: TaskSpec,
     records: Mapping[str, Sequence[EpisodeRecord]],
@@ -333,9 +341,11 @@ def _audit_task(
         if task.correct_action_available
         else ("; the task declares no correct action, yet this one produced the correct effect")
     )
+    untestable: set[str] = set()
     for name in (*ADVERSARY_NAMES, *value_arms):
         runs = records.get(name, ())
         exempt: list[str] = []
+        refused_extra: list[str] = []
         for r in runs:
             if task.category is Category.CONTROL and name == EXEMPT_ON_CONTROL:
                 if r.outcome is Outcome.SUCCESS:
@@ -350,9 +360,28 @@ def _audit_task(
             if r.outcome is not Outcome.SUCCESS:
                 continue
             evidence[r.episode_id] = _pointer(r)
+            if name == "cross_trial" and not task.oracle.trial_unique_payload:
+                # No per-trial payload: replaying another trial *is* the correct action.
+                untestable.add(name)
+                continue
+            if name == "extra_change" and _second_write_refused(r, refs, ev):
+                refused_extra.append(_pointer(r))
+                continue
             failed[GAMEABLE].append(
                 f"adversary {name} was scored SUCCESS without the intended action on {r.episode_id}"
                 f"{no_action} [{_pointer(r)}]"
+            )
+        if name in untestable:
+            failed[INCOMPLETE].append(
+                "the task declares no trial-unique payload (oracle.trial_unique_payload is "
+                "false), so another trial's submission is this one's and the cross-trial check "
+                "cannot be made: not gameable, but nothing is attested without it"
+            )
+        if name == "extra_change" and refused_extra:
+            notes.append(
+                "adversary extra_change left exactly the reference's change on "
+                f"{len(refused_extra)} trial(s): the product refused its second write, so this "
+                f"attack was not exercised here [{', '.join(refused_extra)}]"
             )
         if exempt:
             why = "on this control task"

@@ -19,7 +19,7 @@ import attrs
 from effectbench.core.codec import structure_effect_resolved, structure_snapshot
 from effectbench.core.model import Snapshot, TaskSpec, TrueState
 from effectbench.run.mutate import wants_mutations
-from effectbench.run.mutations import ROW_KINDS
+from effectbench.run.mutations import Mutation, declared
 from effectbench.scoring.labels import score_episode
 
 __all__ = ["MutationEvidence", "MutationScore", "excuse", "score_mutations"]
@@ -53,6 +53,8 @@ class MutationScore:
     """Each surviving mutation, by name, with its evidence pointer."""
     excused: tuple[str, ...] = ()
     """Survivors the task declares irrelevant, each with the declared reason."""
+    skipped: int = 0
+    """Mutations not applied because the task declares their column or table irrelevant."""
     survived_irrelevant: int = 0
     """How many survivors the declarations excused."""
     applicable: bool = True
@@ -72,6 +74,7 @@ class MutationScore:
             "survivors": list(self.survivors),
             "excused": list(self.excused),
             "survived_irrelevant": self.survived_irrelevant,
+            "skipped": self.skipped,
         }
 
     def summary(self) -> str:
@@ -80,6 +83,8 @@ class MutationScore:
         if not self.applicable:
             return f"mutation audit not applicable: {self.reason}"
         extra = f", {self.refused} refused by the store" if self.refused else ""
+        if self.skipped:
+            extra += f", {self.skipped} not applied (declared irrelevant)"
         excused = (
             f", {self.survived_irrelevant} survived where the task declares it irrelevant"
             if self.survived_irrelevant
@@ -90,14 +95,17 @@ class MutationScore:
 
 def excuse(task: TaskSpec, mutation: Mapping[str, Any]) -> str | None:
     """The declared reason a surviving mutation does not matter, or None."""
-    declared = task.oracle.irrelevant
-    table, column, kind = mutation.get("table"), mutation.get("column"), mutation.get("kind")
-    whole = declared.get(f"{table}.*")
-    if whole is not None:
-        return whole
-    if column is None or kind in ROW_KINDS:
+    try:
+        m = Mutation(
+            str(mutation["table"]),
+            mutation["target"],
+            int(mutation["index"]),
+            None if mutation.get("column") is None else str(mutation["column"]),
+            str(mutation["kind"]),
+        )
+    except (KeyError, TypeError, ValueError):
         return None
-    return declared.get(f"{table}.{column}")
+    return declared(task.oracle.irrelevant, m)
 
 
 def _snapshot(raw: Any) -> Snapshot | None:
@@ -198,9 +206,11 @@ def score_mutations(
     missing = len(planned) - len(seen)
     if missing > 0:
         errors.append(f"{missing} of {len(planned)} planned mutation(s) have no read in the log")
+    skipped = len(ev.planned.get("skipped") or ())
     return MutationScore(
         True,
         planned=len(planned),
+        skipped=skipped,
         applied=applied,
         killed=killed,
         refused=refused,

@@ -14,14 +14,27 @@ episode's pages. Here the browser has no port; each agent connection becomes a
 browser-level session of its own on the harness's pipe (``Target.attachToBrowserTarget``,
 so Chromium keeps per-client state apart), and every message is checked:
 
-- browser-level commands are allow-listed; those naming a target or a context must
-  name the episode's own (``createTarget``, ``setDownloadBehavior`` and the cookie
-  commands are pinned to it); creating, listing or disposing of contexts and opening
-  another browser session are refused;
+- browser-level commands are allow-listed (``Browser.getVersion``, a few ``Target``
+  and cookie commands); those naming a target or a context must name the episode's
+  own (``createTarget`` and the cookie commands are pinned to it); creating, listing
+  or disposing of contexts and every other ``Browser.*`` command are refused. A client
+  may open more browser-level sessions (``Target.attachToBrowserTarget``, or
+  ``Target.attachToTarget`` of the browser target, as Playwright's
+  ``new_browser_cdp_session`` and Puppeteer's ``browser.target().createCDPSession()``
+  do): each is a session of its own on the pipe, held to the same rules;
 - ``Target.setAutoAttach`` is emulated: the proxy attaches the client to the
   context's own pages (and to pages opened later in it), never to another's; target
   events and ``getTargets`` replies are filtered to the episode's context;
-- session messages pass only on sessions attached through this connection.
+- session messages pass only on sessions attached through this connection, and only
+  as ``cdp_rules`` allows: download behaviour is acknowledged and dropped (the context
+  was created with downloads denied), host-file commands are refused, and a URL an
+  agent names must be one of the episode's product origins (``policy``).
+
+For clients handed an ``http://`` URL (the same host, port and path), the endpoint
+also answers ``<url>/json/version`` (whose ``webSocketDebuggerUrl`` is the episode's
+browser endpoint) and ``<url>/json/list`` (the episode's own pages, each with a
+page-level WebSocket, ``/devtools/page/<token>/<target>``, that speaks to that page
+without session ids). ``/json/*`` at the root names no episode and is refused.
 """
 
 from __future__ import annotations
@@ -38,12 +51,16 @@ import orjson
 import structlog
 from aiohttp import WSMsgType, web
 
+from effectbench.browser import cdp_discovery, cdp_rules
 from effectbench.browser.cdp import CdpError, CdpPipe, Message
 from effectbench.browser.contain import BrowserSandbox
+from effectbench.browser.gate import BROWSER_FLAGS, Gate
+from effectbench.browser.policy import OriginPolicy
 
 log = structlog.get_logger("effectbench.browser")
 
 PATH: Final = "/devtools/browser/"
+PAGE_PATH: Final = "/devtools/page/"
 PROXY_IDS: Final = 2_000_000_000
 """Command ids at or above this are the proxy's own on an agent's session; an agent's
 are refused there."""
@@ -52,21 +69,13 @@ VIEWPORT: Final = (1024, 720)
 _REFUSED: Final = -32000
 
 _PINNED_CONTEXT: Final = frozenset({
-    "Browser.setDownloadBehavior", "Browser.grantPermissions", "Browser.resetPermissions",
-    "Browser.setPermission", "Storage.getCookies", "Storage.setCookies", "Storage.clearCookies",
-    "Target.createTarget",
+    "Storage.getCookies", "Storage.setCookies", "Storage.clearCookies", "Target.createTarget",
 })  # fmt: skip
 _OWN_TARGET: Final = frozenset({
     "Target.attachToTarget", "Target.closeTarget", "Target.activateTarget",
-    "Browser.getWindowForTarget",
 })  # fmt: skip
 _PASS: Final = frozenset({"Browser.getVersion", "Target.setDiscoverTargets"})
-_SESSION_DENIED: Final = frozenset({
-    "Target.attachToBrowserTarget", "Target.attachToTarget", "Target.createTarget",
-    "Target.createBrowserContext", "Target.disposeBrowserContext", "Target.getBrowserContexts",
-    "Target.getTargets", "Target.setDiscoverTargets", "Target.closeTarget",
-    "Target.exposeDevToolsProtocol", "Target.activateTarget", "Target.sendMessageToTarget",
-})  # fmt: skip
+_BROWSER_SESSION: Final = "Target.attachToBrowserTarget"
 _BROWSER_UI: Final = frozenset({"browser", "browser_ui", "tab"})
 _TARGET_EVENTS: Final = frozenset({
     "Target.targetCreated", "Target.targetInfoChanged", "Target.targetDestroyed",
@@ -82,6 +91,8 @@ class CdpEpisode:
     context_id: str
     target_id: str
     token: str
+    policy: OriginPolicy
+    gate: Gate
     clients: list[_Client] = attrs.field(factory=list)
     closed: bool = False
 
@@ -101,10 +112,15 @@ class _Client:
         self.episode = episode
         self.ws = ws
         self.root: str = ""
+        """The proxy's browser session for this connection's session-less commands."""
+        self.browsers: set[str] = set()
+        """Further browser-level sessions the client opened; held to the root's rules."""
+        self.page: str | None = None
+        """A page endpoint's session: its session-less commands go to that page."""
         self.sessions: set[str] = set()
-        self.attached: dict[str, asyncio.Future[None]] = {}  # target -> its attach
-        self.auto_attach = False
-        self.methods: dict[int, str] = {}  # its browser-level commands awaiting a reply
+        self.attached: dict[tuple[str, str], asyncio.Future[None]] = {}  # (via, target)
+        self.auto: set[str] = set()  # browser sessions (root included) auto-attaching
+        self.methods: dict[tuple[str | None, int], str] = {}  # browser-level, awaiting reply
         self._ids = PROXY_IDS
         self._out: asyncio.Queue[Message | None] = asyncio.Queue()
 
@@ -139,60 +155,100 @@ class _Client:
         if context is not None and context != self.episode.context_id:
             self.send(_error(ident, "not this episode's browser context", session))
             return
-        if session is None:
-            await self._browser_command(ident, method, params)
-        elif session not in self.sessions:
-            self.send(_error(ident, f"no session {session} on this endpoint", session))
-        elif method in _SESSION_DENIED or method.startswith("Browser."):
-            self.send(_error(ident, f"{method} is not allowed through this endpoint", session))
+        asked = session  # what the replies of the proxy's own carry
+        if session is None and self.page is not None:
+            session = self.page  # a page endpoint: session-less commands are its page's
+        if session is not None and session not in self.sessions | self.browsers:
+            self.send(_error(ident, f"no session {session} on this endpoint", asked))
+        elif method in cdp_rules.DOWNLOAD_BEHAVIOUR:
+            # acknowledged, never forwarded: the context's "deny" (set at open) stands
+            ack: Message = {"id": ident, "result": {}}
+            self.send(ack if asked is None else {**ack, "sessionId": asked})
+        elif session is None or session in self.browsers:
+            await self._browser_command(ident, method, params, session)
+        elif (why := cdp_rules.session_refusal(method, params, self.episode.policy)) is not None:
+            self.send(_error(ident, why, asked))
         else:
-            self.hub.post({**msg, "params": params})
+            self.hub.post({**msg, "params": params, "sessionId": session})
 
-    async def _browser_command(self, ident: int, method: str, params: Message) -> None:
+    async def _browser_command(
+        self, ident: int, method: str, params: Message, via: str | None
+    ) -> None:
+        """A browser-level command, on the root (``via`` None) or on a browser session
+        the client opened: the same rules for both."""
         own = self.episode.context_id
+        pipe_session = via or self.root
+        extra: Message = {} if via is None else {"sessionId": via}
         if method == "Target.setAutoAttach":
-            self.auto_attach = bool(params.get("autoAttach"))
-            if self.auto_attach:
+            if params.get("autoAttach"):
+                self.auto.add(pipe_session)
                 for target in self.hub.targets_of(own):
-                    await self.attach(target)
-            self.send({"id": ident, "result": {}})
+                    await self.attach(target, pipe_session)
+            else:
+                self.auto.discard(pipe_session)
+            self.send({"id": ident, "result": {}, **extra})
             return
         if method == "Target.getBrowserContexts":
-            self.send({"id": ident, "result": {"browserContextIds": [own]}})
+            self.send({"id": ident, "result": {"browserContextIds": [own]}, **extra})
             return
+        label = method
         if method == "Target.detachFromTarget":
-            if params.get("sessionId") not in self.sessions:
-                self.send(_error(ident, "no such session on this endpoint"))
+            if params.get("sessionId") not in self.sessions | self.browsers:
+                self.send(_error(ident, "no such session on this endpoint", via))
                 return
+        elif method == "Target.attachToTarget" and await self._is_browser(
+            params.get("targetId"), pipe_session
+        ):
+            label = _BROWSER_SESSION  # Puppeteer's browser-level session: one more like the root
         elif method in _OWN_TARGET or method == "Target.getTargetInfo":
             named = params.get("targetId")
             if named is None and method == "Target.getTargetInfo":
                 pass  # the browser's own target
             elif self.hub.context_of(named) != own:
-                self.send(_error(ident, "not a target of this episode's browser context"))
+                self.send(_error(ident, "not a target of this episode's browser context", via))
                 return
         elif method in _PINNED_CONTEXT:
             params = {**params, "browserContextId": own}
-        elif method not in _PASS and method != "Target.getTargets":
-            self.send(_error(ident, f"{method} is not allowed through this endpoint"))
+            refused = cdp_rules.url_refusal(method, params, self.episode.policy)
+            if refused is not None:
+                self.send(_error(ident, refused, via))
+                return
+        elif method not in _PASS and method not in ("Target.getTargets", _BROWSER_SESSION):
+            self.send(_error(ident, f"{method} is not allowed through this endpoint", via))
             return
-        self.methods[ident] = method
-        self.hub.post({"id": ident, "method": method, "params": params, "sessionId": self.root})
+        self.methods[(via, ident)] = label
+        self.hub.post({"id": ident, "method": method, "params": params, "sessionId": pipe_session})
 
-    async def attach(self, target: str) -> None:
-        """Give the agent a session on one of its own pages (what auto-attach would)."""
-        pending = self.attached.get(target)
+    async def _is_browser(self, target: object, via: str) -> bool:
+        """Whether ``target`` is the browser target (each browser session has its own id
+        for it), which no episode's context holds: asked of the browser itself."""
+        if not isinstance(target, str) or self.hub.context_of(target) is not None:
+            return False
+        self._ids += 1
+        try:
+            info = await self.hub.pipe.call(
+                "Target.getTargetInfo", {"targetId": target}, session=via, ident=self._ids
+            )
+        except CdpError:
+            return False
+        return (info.get("targetInfo") or {}).get("type") == "browser"
+
+    async def attach(self, target: str, via: str) -> None:
+        """Give the agent a session on one of its own pages (what auto-attach would),
+        announced on the browser session ``via`` that asked for it."""
+        pending = self.attached.get((via, target))
         if pending is None:
-            pending = self.attached[target] = asyncio.ensure_future(self._attach(target))
+            pending = asyncio.ensure_future(self._attach(target, via))
+            self.attached[(via, target)] = pending
         await asyncio.shield(pending)
 
-    async def _attach(self, target: str) -> None:
+    async def _attach(self, target: str, via: str) -> None:
         self._ids += 1
         try:
             await self.hub.pipe.call(
                 "Target.attachToTarget",
                 {"targetId": target, "flatten": True},
-                session=self.root,
+                session=via,
                 ident=self._ids,
             )
         except CdpError as exc:
@@ -203,45 +259,62 @@ class _Client:
     def from_browser(self, msg: Message) -> None:
         session = msg.get("sessionId")
         method = msg.get("method")
-        if session == self.root:
+        if session == self.root and self.page is not None:
+            return  # a page endpoint's plumbing: its client never spoke browser-level
+        browser_level = session == self.root or session in self.browsers
+        if session == self.root or (self.page is not None and session == self.page):
             msg = {k: v for k, v in msg.items() if k != "sessionId"}
+        if browser_level:
             if "id" in msg:
-                self._reply(msg)
+                self._reply(msg, None if session == self.root else str(session))
                 return
             if not self._event_is_own(msg):
                 return
+        params = msg.get("params") or {}
         if method == "Target.attachedToTarget":
-            child = (msg.get("params") or {}).get("sessionId")
+            child = params.get("sessionId")
             if isinstance(child, str):
-                self.sessions.add(child)
-                self.hub.owners[child] = self
+                info = params.get("targetInfo") or {}
+                self._own_session(child, browser=info.get("type") == "browser")
         elif method == "Target.detachedFromTarget":
-            child = str((msg.get("params") or {}).get("sessionId"))
+            child = str(params.get("sessionId"))
             self.sessions.discard(child)
+            self.browsers.discard(child)
+            self.auto.discard(child)
             self.hub.owners.pop(child, None)
-            target = (msg.get("params") or {}).get("targetId")
-            if session == self.root and isinstance(target, str):
-                self.attached.pop(target, None)
+            target = params.get("targetId")
+            if browser_level and isinstance(target, str):
+                self.attached.pop((str(session), target), None)
         self.send(msg)
 
-    def _reply(self, msg: Message) -> None:
-        method = self.methods.pop(msg["id"], None)
-        if method == "Target.getTargets" and "result" in msg:
-            infos = msg["result"].get("targetInfos") or []
+    def _own_session(self, session: str, *, browser: bool) -> None:
+        (self.browsers if browser else self.sessions).add(session)
+        self.hub.owners[session] = self
+
+    def _reply(self, msg: Message, via: str | None) -> None:
+        method = self.methods.pop((via, msg["id"]), None)
+        result = msg.get("result")
+        if method == "Target.getTargets" and isinstance(result, dict):
+            infos = result.get("targetInfos") or []
             own = [i for i in infos if self._is_own(i)]
-            msg = {**msg, "result": {**msg["result"], "targetInfos": own}}
-        elif method == "Target.createTarget" and "result" in msg:
-            target = msg["result"].get("targetId")
+            msg = {**msg, "result": {**result, "targetInfos": own}}
+        elif method == _BROWSER_SESSION and isinstance(result, dict):
+            opened = result.get("sessionId")
+            if isinstance(opened, str):  # held to the root's rules from its first command
+                self._own_session(opened, browser=True)
+        elif method == "Target.createTarget" and isinstance(result, dict):
+            target = str(result.get("targetId"))
             # pinned to this context; known before the agent can name it in its next command
             self.hub.remember(target, self.episode.context_id)
-            if self.auto_attach:
-                asyncio.ensure_future(self._attach_then(target, msg))
+            pipe_session = via or self.root
+            if pipe_session in self.auto:
+                asyncio.ensure_future(self._attach_then(target, pipe_session, msg))
                 return
         self.send(msg)
 
-    async def _attach_then(self, target: str, reply: Message) -> None:
+    async def _attach_then(self, target: str, via: str, reply: Message) -> None:
         """A page the agent created: its attach event goes first, as Chromium's would."""
-        await self.attach(target)
+        await self.attach(target, via)
         self.send(reply)
 
     def _event_is_own(self, msg: Message) -> bool:
@@ -250,14 +323,18 @@ class _Client:
         if method in ("Target.attachedToTarget", "Target.detachedFromTarget"):
             return True  # only ever for targets this client attached
         if method not in _TARGET_EVENTS:
-            return isinstance(method, str) and method.startswith("Browser.download")
+            return False  # no other browser-wide event is the episode's to see
         info = params.get("targetInfo")
         if isinstance(info, dict):
             return self._is_own(info)
         return self.hub.context_of(params.get("targetId")) == self.episode.context_id
 
     def _is_own(self, info: Message) -> bool:
-        """A target of this episode's context (the browser's own UI targets never are)."""
+        """A target of this episode's context (the browser's own UI targets never are),
+        or the browser target itself, which every client of a browser sees (Puppeteer
+        opens its browser-level session on it)."""
+        if info.get("type") == "browser":
+            return True
         own = info.get("browserContextId") == self.episode.context_id
         return own and info.get("type") not in _BROWSER_UI
 
@@ -276,17 +353,23 @@ class CdpHub:
         self._episodes: dict[str, CdpEpisode] = {}  # by token
         self._runner: web.AppRunner | None = None
         self._port = 0
+        self._version: Message = {}
 
     @property
     def open_episodes(self) -> int:
         return len(self._episodes)
 
     async def start(self) -> None:
-        await self.pipe.start(executable=self._executable)
+        await self.pipe.start(executable=self._executable, args=BROWSER_FLAGS)
         try:
             await self.pipe.call("Target.setDiscoverTargets", {"discover": True})
+            self._version = await self.pipe.call("Browser.getVersion")
             app = web.Application()
             app.router.add_get(PATH + "{token}", self._serve)
+            app.router.add_get(PAGE_PATH + "{token}/{target}", self._serve_page)
+            for tail, handler in cdp_discovery.ROUTES:
+                app.router.add_get(PATH + "{token}" + tail, getattr(self, handler))
+                app.router.add_get(tail, self._json_unscoped)
             self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
             await self._runner.setup()
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -310,12 +393,28 @@ class CdpHub:
 
     # ------------------------------------------------------------ episodes
 
-    async def open(self) -> CdpEpisode:
-        """A fresh context with one blank page, and the endpoint that reaches only it."""
-        context = (await self.pipe.call("Target.createBrowserContext", {"disposeOnDetach": False}))[
-            "browserContextId"
-        ]
+    async def open(self, policy: OriginPolicy) -> CdpEpisode:
+        """A fresh context with one blank page, and the endpoint that reaches only it;
+        ``policy``: the product origins its documents and requests may go to (the
+        episode's channels, ``OriginPolicy.of_channels``), enforced by the context's own
+        network gate (``gate.Gate``). Downloads are denied in it for good."""
+        gate = Gate(policy)
+        proxy = await gate.start()
+        context: str | None = None
         try:
+            context = (
+                await self.pipe.call(
+                    "Target.createBrowserContext",
+                    {
+                        "disposeOnDetach": False,
+                        "proxyServer": proxy,
+                        "proxyBypassList": "<-loopback>",
+                    },
+                )
+            )["browserContextId"]
+            await self.pipe.call(
+                "Browser.setDownloadBehavior", {"behavior": "deny", "browserContextId": context}
+            )
             width, height = VIEWPORT
             target = (
                 await self.pipe.call(
@@ -329,13 +428,20 @@ class CdpHub:
                 )
             )["targetId"]
         except BaseException:
-            with anyio.CancelScope(shield=True), contextlib.suppress(CdpError):
-                await self.pipe.call("Target.disposeBrowserContext", {"browserContextId": context})
+            with anyio.CancelScope(shield=True):
+                if context is not None:
+                    with contextlib.suppress(CdpError):
+                        await self.pipe.call(
+                            "Target.disposeBrowserContext", {"browserContextId": context}
+                        )
+                await gate.stop()
             raise
         self.remember(target, context)
         token = secrets.token_urlsafe(18)
         url = f"ws://127.0.0.1:{self._port}{PATH}{token}"
-        episode = CdpEpisode(url=url, context_id=context, target_id=target, token=token)
+        episode = CdpEpisode(
+            url=url, context_id=context, target_id=target, token=token, policy=policy, gate=gate
+        )
         self._episodes[token] = episode
         return episode
 
@@ -355,6 +461,7 @@ class CdpHub:
                     "Target.disposeBrowserContext", {"browserContextId": episode.context_id}
                 )
             finally:
+                await episode.gate.stop()
                 for target, context in list(self._contexts.items()):
                     if context == episode.context_id:
                         del self._contexts[target]
@@ -406,15 +513,49 @@ class CdpHub:
         for episode in self._episodes.values():
             if episode.context_id == context:
                 for client in episode.clients:
-                    if client.auto_attach:
-                        asyncio.ensure_future(client.attach(target))
+                    for via in list(client.auto):
+                        asyncio.ensure_future(client.attach(target, via))
 
     # ------------------------------------------------------------ the endpoint
 
-    async def _serve(self, request: web.Request) -> web.StreamResponse:
+    def _episode(self, request: web.Request) -> CdpEpisode:
         episode = self._episodes.get(request.match_info["token"])
         if episode is None or episode.closed:
             raise web.HTTPNotFound(text="no such episode endpoint (closed, or never opened)\n")
+        return episode
+
+    async def _json_version(self, request: web.Request) -> web.Response:
+        episode = self._episode(request)
+        return web.json_response(cdp_discovery.version(self._version, episode.url))
+
+    async def _json_list(self, request: web.Request) -> web.Response:
+        episode = self._episode(request)
+        infos = (await self.pipe.call("Target.getTargets")).get("targetInfos") or []
+        pages = [
+            i for i in infos
+            if i.get("browserContextId") == episode.context_id and i.get("type") == "page"
+        ]  # fmt: skip
+        base = f"ws://127.0.0.1:{self._port}{PAGE_PATH}{episode.token}/"
+        return web.json_response(cdp_discovery.page_list(pages, base))
+
+    async def _json_unscoped(self, request: web.Request) -> web.Response:
+        raise web.HTTPNotFound(text=cdp_discovery.UNSCOPED)
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        return await self._connect(request, self._episode(request), None)
+
+    async def _serve_page(self, request: web.Request) -> web.StreamResponse:
+        episode = self._episode(request)
+        target = request.match_info["target"]
+        if target not in self.targets_of(episode.context_id):
+            raise web.HTTPNotFound(text="no such page in this episode\n")
+        return await self._connect(request, episode, target)
+
+    async def _connect(
+        self, request: web.Request, episode: CdpEpisode, page: str | None
+    ) -> web.StreamResponse:
+        """One client connection: a browser session of its own on the pipe, and for a
+        page endpoint (``page``, a target of the episode) a session on that page."""
         ws = web.WebSocketResponse(max_msg_size=64 << 20, autoping=True)
         await ws.prepare(request)
         client = _Client(self, episode, ws)
@@ -423,13 +564,14 @@ class CdpHub:
             root = (await self.pipe.call("Target.attachToBrowserTarget"))["sessionId"]
         except CdpError:
             root = None
-        if root is None or episode.closed:
+        if root is not None:
+            client.root = root
+            self.owners[root] = client
+        if root is not None and page is not None:
+            client.page = await self._attach_page(client, page)
+        if root is None or episode.closed or (page is not None and client.page is None):
             await self._drop(client)
-            if root is not None:
-                await self._detach(root)
             return ws
-        client.root = root
-        self.owners[root] = client
         pump = asyncio.ensure_future(client.pump_out())
         try:
             async for frame in ws:
@@ -448,14 +590,34 @@ class CdpHub:
                 await pump
         return ws
 
+    async def _attach_page(self, client: _Client, target: str) -> str | None:
+        """A page endpoint's own session on its page (None when the page is gone)."""
+        client.page = ""  # its root's events are plumbing from here on, not the client's
+        try:
+            reply = await self.pipe.call(
+                "Target.attachToTarget",
+                {"targetId": target, "flatten": True},
+                session=client.root,
+                ident=PROXY_IDS,
+            )
+        except CdpError:
+            return None
+        session = reply.get("sessionId")
+        if not isinstance(session, str):
+            return None
+        client.sessions.add(session)
+        self.owners[session] = client
+        return session
+
     async def _drop(self, client: _Client) -> None:
         """Forget a connection's sessions, detach its browser session, close its socket."""
         if client in client.episode.clients:
             client.episode.clients.remove(client)
-        for session in (*client.sessions, client.root):
+        for session in (*client.sessions, *client.browsers, client.root):
             self.owners.pop(session, None)
-        if client.root:
-            await self._detach(client.root)
+        for browser in (*client.browsers, client.root):
+            if browser:
+                await self._detach(browser)
         client.stop()
         await client.ws.close()
 
@@ -467,4 +629,4 @@ class CdpHub:
                 )
 
 
-__all__ = ["PATH", "CdpEpisode", "CdpHub"]
+__all__ = ["PAGE_PATH", "PATH", "CdpEpisode", "CdpHub"]

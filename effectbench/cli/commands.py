@@ -76,6 +76,24 @@ def _positive_int(name: str) -> Any:
     return check
 
 
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _byte_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """``4194304``, ``4M``, ``512K``, ``1G`` (binary units; a trailing ``iB`` or ``B`` is
+    allowed) as a number of bytes."""
+    if value is None:
+        return None
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = text[-1:] if text[-1:] in ("K", "M", "G") else ""
+    digits = text[: len(text) - len(unit)]
+    if not digits.isdigit():
+        raise click.BadParameter(
+            f"must be a number of bytes such as 4194304, 512K or 4M, got {value!r}"
+        )
+    return int(digits) * _UNITS[unit]
+
+
 def _concurrency_option(default: int) -> Callable[[_F], _F]:
     return click.option(
         "--concurrency",
@@ -131,8 +149,9 @@ def _given(ctx: click.Context, name: str) -> bool:
     "--arm",
     "arms",
     multiple=True,
-    help="Arm entry point or module:attribute (repeat for several). "
-    "[default: screen_only, effect_verified]",
+    help="Arm entry point or module:attribute, or a protocol agent 'exec:COMMAND' "
+    "(also exec-each:, exec+browser:, exec-each+browser:; 'NAME=exec:...' names it); "
+    "repeat for several. [default: screen_only, effect_verified]",
 )
 @_trials_option(10)
 @_concurrency_option(32)
@@ -202,6 +221,22 @@ def _given(ctx: click.Context, name: str) -> bool:
     help="Price table (JSON: version, model -> USD per 1M input/output tokens) that prices "
     "model calls whose arm reported no cost.",
 )
+@click.option(
+    "--min-coverage",
+    type=float,
+    default=None,
+    metavar="FRACTION",
+    help="Least fraction of its planned episodes each arm must score (0 to 1); below it, or "
+    "for an arm that scored nothing, the run exits 3 (incomplete) naming the arm, and verify "
+    "and export refuse it. [default: 0.9; a resume keeps the recorded one]",
+)
+@click.option(
+    "--agent-log-budget",
+    callback=_byte_size,
+    metavar="BYTES",
+    help="Bytes an arm may put into the log per episode (actions, model calls, its report's "
+    "message), e.g. 4M or 512K; past it the episode is an agent failure. [default: 4M]",
+)
 @_force_option
 @_quiet_option
 @_no_report_option
@@ -223,18 +258,24 @@ def run(
     isolate: bool | None,
     executor: str,
     prices: Path | None,
+    min_coverage: float | None,
+    agent_log_budget: int | None,
     force: bool,
     quiet: bool,
     no_report: bool,
 ) -> int:
-    """Run arms on a provider's tasks and score them."""
-    from effectbench.run.options import OptionsError, RunOptions
+    """Run arms on a provider's tasks and score them (exit 3 when an arm measured too
+    little: docs/exit-codes.md)."""
+    from effectbench.run.options import DEFAULT_MIN_COVERAGE, OptionsError, RunOptions
 
+    budget = DEFAULTS.agent_log_budget if agent_log_budget is None else agent_log_budget
     try:
         RunOptions(
             episode_timeout=episode_timeout,
             oracle_retries=oracle_retries,
             provider_timeout=provider_timeout,
+            min_coverage=DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage,
+            agent_log_budget=budget,
         )
     except OptionsError as exc:
         _fail(flag_message(exc))
@@ -273,6 +314,8 @@ def run(
         report=not no_report,
         provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
         prices=prices,
+        min_coverage=min_coverage,
+        agent_log_budget=budget,
         **kwargs,
     )
 
@@ -327,7 +370,23 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
             f"{result.run_dir}",
         )
     _headline(result.metrics, result.run_dir)
-    return 0
+    return _incomplete(result.shortfalls())
+
+
+def _incomplete(short: Any) -> int:
+    """One line per arm that measured too little, and INCOMPLETE; OK when none did."""
+    from effectbench.core.exitcodes import ExitCode
+
+    for s in short:
+        click.echo(f"effectbench: incomplete: {s.line()}", err=True)
+    if short:
+        click.echo(
+            "effectbench: the run is not a result (exit 3): fix the failures above and run "
+            "again, or lower --min-coverage",
+            err=True,
+        )
+        return int(ExitCode.INCOMPLETE)
+    return int(ExitCode.OK)
 
 
 def _not_a_run_dir(path: Path, command: str) -> str:
@@ -465,7 +524,9 @@ def compare(run_dirs: tuple[Path, ...], out_path: Path) -> int:
     help="Reject a run or submission whose arms did not run isolated (run --isolate).",
 )
 def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int:
-    """Check a run directory or a submission file; exit 1 listing every reason if unsound."""
+    """Check a run directory or a submission file: exit 1 listing every reason if unsound,
+    3 if an arm measured too little (INCOMPLETE), 4 if sound but an arm ran uncontained
+    (docs/exit-codes.md)."""
     from effectbench.verify.run_check import verify_run
     from effectbench.verify.submission import verify_submission
 
@@ -473,17 +534,35 @@ def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int
         _fail(f"{path} does not exist; give a run directory or a submission file")
     check = verify_run if path.is_dir() else verify_submission
     report = check(path, expected_pack_fingerprint=expected_pack, require_isolated=require_isolated)
-    if report.ok:
-        _out(f"sound: {path}")
-        for note in report.notes:
-            _out(f"  note: {note}")
-        return 0
-    _out(f"NOT sound: {path}")
-    for reason in report.reasons:
-        _out(f"  - {reason}")
-    for note in report.notes:
-        _out(f"  note: {note}")
-    return 1
+    for line in _verdict(report, path):
+        _out(line)
+    return int(report.status)
+
+
+def _verdict(report: Any, path: Path) -> list[str]:
+    """What verify prints: the verdict, its reasons, each arm's coverage, the notes. "sound"
+    is printed only for a complete run; "sound, NOT contained" for one with an arm that
+    ran uncontained."""
+    from effectbench.core.exitcodes import ExitCode
+    from effectbench.outputs.coverage import threshold_text
+
+    status = report.status
+    uncontained = ", ".join(report.uncontained)
+    if status is ExitCode.FAILED:
+        lines = [f"NOT sound: {path}", *(f"  - {r}" for r in report.reasons)]
+    elif status is ExitCode.INCOMPLETE:
+        least = "" if report.min_coverage is None else threshold_text(report.min_coverage)
+        head = f"INCOMPLETE: {path} (an arm measured too little; minimum coverage {least})"
+        lines = [head, *(f"  - {r}" for r in report.incomplete)]
+        if uncontained:
+            lines.append(f"  NOT contained: {uncontained}")
+    elif status is ExitCode.NOT_CONTAINED:
+        lines = [f"sound, NOT contained: {uncontained} ({path})"]
+    else:
+        lines = [f"sound: {path}"]
+    lines += [f"  coverage: {c}" for c in report.coverage]
+    lines += [f"  note: {n}" for n in report.notes]
+    return lines
 
 
 @cli.command()
@@ -496,9 +575,17 @@ def verify(path: Path, expected_pack: str | None, require_isolated: bool) -> int
     required=True,
     help="Submission file to write.",
 )
-def export(run_dir: Path, system: str, out_path: Path) -> int:
-    """Write one arm of RUN_DIR as a leaderboard submission (docs/leaderboard.md)."""
-    from effectbench.verify.export import export_submission
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Also export an arm that scored nothing or less than the run's --min-coverage; the "
+    "submission records it as partial and `effectbench verify` reports it INCOMPLETE.",
+)
+def export(run_dir: Path, system: str, out_path: Path, allow_partial: bool) -> int:
+    """Write one arm of RUN_DIR as a leaderboard submission (docs/leaderboard.md); exit 3,
+    writing nothing, when the arm measured too little (unless --allow-partial)."""
+    from effectbench.core.exitcodes import ExitCode
+    from effectbench.verify.export import PartialExport, export_submission
 
     if not RunDir(run_dir).log.is_file():
         _fail(f"{run_dir} holds no {LOG_FILE}; give a run directory")
@@ -507,7 +594,16 @@ def export(run_dir: Path, system: str, out_path: Path) -> int:
             f"{out_path} already exists; choose another --out (a submission is never overwritten)"
         )
     try:
-        written = export_submission(run_dir, system, out_path)
+        written = export_submission(run_dir, system, out_path, allow_partial=allow_partial)
+    except PartialExport as exc:
+        for line in exc.lines:
+            click.echo(f"effectbench: incomplete: {line}", err=True)
+        click.echo(
+            "effectbench: refusing to export a run that is not a result (exit 3); pass "
+            "--allow-partial to export it as partial",
+            err=True,
+        )
+        return int(ExitCode.INCOMPLETE)
     except OSError as exc:
         writing = exc.filename is not None and Path(os.fsdecode(exc.filename)) == out_path
         _fail(os_error_line(exc, "write to" if writing else "read"))

@@ -72,6 +72,13 @@ class RunningScore:
                 if r.outcome is Outcome.SILENT_WRONG_EFFECT:
                     self.swe[r.arm] = self.swe.get(r.arm, 0) + 1
 
+    def tally(self) -> str:
+        """``"scored 84, failed 6"``: episodes done with an outcome, and the rest (a
+        failure of any class, or an unreadable record), so a run of failures never looks
+        like progress."""
+        scored = sum(self.eligible.values())
+        return f"scored {scored}, failed {sum(self.done.values()) - scored}"
+
     def text(self, arms: tuple[str, ...]) -> str:
         parts = []
         for arm in arms:
@@ -124,7 +131,8 @@ class PlainProgress:
         rate = self.session / max(now - self._t0, 1e-9)
         score = self.score.text(self.arms)
         print(
-            f"[{self.done}/{self.total}] {rate:.1f} episodes/s" + (f"  {score}" if score else ""),
+            f"[{self.done}/{self.total}] {rate:.1f} episodes/s  {self.score.tally()}"
+            + (f"  {score}" if score else ""),
             file=self.stream,
             flush=True,
         )
@@ -156,6 +164,7 @@ class RichProgress:
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[tally]}"),
             TextColumn("{task.fields[swer]}"),
             console=Console(file=stream if stream is not None else sys.stderr),
             transient=False,
@@ -167,7 +176,7 @@ class RichProgress:
         self._t0 = time.monotonic()
         self._progress.start()
         self._task = self._progress.add_task(
-            "run", total=total, completed=already_done, rate="", swer=""
+            "run", total=total, completed=already_done, rate="", tally="", swer=""
         )
 
     def resumed(self, log_path: Path, kept: frozenset[str]) -> None:
@@ -178,7 +187,11 @@ class RichProgress:
         self.score.add(outcome)
         rate = self.session / max(time.monotonic() - self._t0, 1e-9)
         self._progress.update(
-            self._task, advance=1, rate=f"{rate:.1f}/s", swer=self.score.text(self.arms)
+            self._task,
+            advance=1,
+            rate=f"{rate:.1f}/s",
+            tally=self.score.tally(),
+            swer=self.score.text(self.arms),
         )
 
     def close(self) -> None:

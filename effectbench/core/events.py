@@ -40,6 +40,9 @@ class RunStarted:
     """How each arm runs: ``in_process``, ``subprocess`` or ``isolated``."""
     containment: str | None = attrs.field(default=None, metadata={"omit_none": True})
     """Why a protocol agent could not be contained (left out of the line when None)."""
+    min_coverage: float | None = attrs.field(default=None, metadata={"omit_none": True})
+    """The least coverage each arm needs (``run --min-coverage``); a log from before the
+    option has none, and is read with the default (docs/exit-codes.md)."""
 
 
 @attrs.frozen
@@ -54,6 +57,8 @@ class RunResumed:
     """How each arm runs in this session."""
     containment: str | None = attrs.field(default=None, metadata={"omit_none": True})
     """Why a protocol agent could not be contained in this session."""
+    min_coverage: float | None = attrs.field(default=None, metadata={"omit_none": True})
+    """This session's ``--min-coverage``: the latest session's is the run's threshold."""
 
 
 @attrs.frozen
@@ -207,6 +212,8 @@ class MutationPlanned:
     mutations: tuple[Mapping[str, Any], ...] = ()
     written: tuple[str, ...] = ()
     """The rows the reference wrote, changed or removed, one line each."""
+    skipped: tuple[str, ...] = ()
+    """Mutations not applied: the task declares their column or table irrelevant."""
 
 
 @attrs.frozen

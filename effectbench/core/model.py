@@ -361,6 +361,13 @@ class DiffEffect:
         for entry in self.allow:
             if "." not in entry or entry.startswith(".") or entry.endswith("."):
                 raise InvalidSpec(f"allow entry {entry!r} must read 'table.field' or 'table.*'")
+            if entry.partition(".")[0] == "*":
+                raise InvalidSpec(
+                    f"allow entry {entry!r} allows every table: a diff that lets anything change "
+                    "checks nothing; name the tables (or fields) the product moves by itself"
+                )
+        for c in self.changes:
+            self._check_not_allowed(c)
         if self.mode is DiffMode.REFERENCE:
             if not self.reference:
                 raise InvalidSpec(
@@ -373,6 +380,23 @@ class DiffEffect:
                 )
         elif self.reference is not None:
             raise InvalidSpec("reference is only for mode 'reference'")
+
+    def _check_not_allowed(self, c: Change) -> None:
+        """A declared change to something the allow-list lets move freely is never checked:
+        the two contradict each other, so the task is refused when it is built."""
+        name = type(c).__name__
+        if f"{c.table}.*" in self.allow:
+            raise InvalidSpec(
+                f"{name} of table {c.table!r} contradicts allow entry '{c.table}.*' (the whole "
+                "table may change freely, so the declared change would never be checked)"
+            )
+        fields = c.fields if isinstance(c, Insert) else c.after if isinstance(c, Update) else {}
+        for f in sorted(fields):
+            if f"{c.table}.{f}" in self.allow:
+                raise InvalidSpec(
+                    f"{name} of {c.table}.{f} contradicts allow entry '{c.table}.{f}' (that field "
+                    "may change freely, so its declared value would never be checked)"
+                )
 
     @property
     def is_reference(self) -> bool:
@@ -542,6 +566,9 @@ class TaskSpec:
                 f"task {self.task_id}: oracle claims a trial-unique payload but no run param "
                 f"uses {{tag}}"
             )
+        effect = self.expected_effect
+        if isinstance(effect, DiffEffect):
+            self._check_diff(effect)
         if (
             not self.task_id
             or any(c.isspace() for c in self.task_id)
@@ -551,6 +578,24 @@ class TaskSpec:
                 f"task_id {self.task_id!r} must be non-empty, without spaces or '::t<digit>' "
                 "(episode ids end in '::t<trial>')"
             )
+
+    def _check_diff(self, effect: DiffEffect) -> None:
+        if effect.is_reference and self.category is not Category.CONTROL:
+            raise InvalidSpec(
+                f"task {self.task_id}: a reference-mode diff takes its expected diff from the "
+                f"reference program on a fault-free twin, so it is filed under category "
+                f"control, not {self.category.value} (declare a fault task's diff instead)"
+            )
+        known = set(self.oracle.tables)
+        if not known:
+            return
+        for entry in effect.allow:
+            table = entry.partition(".")[0]
+            if table not in known:
+                raise InvalidSpec(
+                    f"task {self.task_id}: allow entry {entry!r} names table {table!r}, which "
+                    f"the oracle does not read ({', '.join(sorted(known))})"
+                )
 
 
 def trial_tag(task_id: str, trial: int) -> str:

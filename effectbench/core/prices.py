@@ -14,7 +14,6 @@ never replaced (``cost_source = "arm"``); the table prices only calls without on
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import attrs
 import orjson
 
+from effectbench.core.bounds import MAX_PRICE_PER_MTOK
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.provider import ModelCall
 
@@ -67,8 +67,11 @@ class PriceTable:
 def _price(where: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PriceTableError(f"{where} must be a number of USD per 1M tokens")
-    if not math.isfinite(value) or value < 0:
-        raise PriceTableError(f"{where} must be a finite, non-negative number")
+    if not 0 <= value <= MAX_PRICE_PER_MTOK:  # NaN and the infinities fail too
+        raise PriceTableError(
+            f"{where} must be a finite, non-negative number of at most "
+            f"{MAX_PRICE_PER_MTOK:g} USD per 1M tokens"
+        )
     return float(value)
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from effectbench.core.agentlog import MODEL_CALL_BYTES, LogBudget, action_bytes
 from effectbench.core.model import JSONScalar, Snapshot, TaskSpec
 from effectbench.core.store import RecordStore
 
@@ -117,8 +118,13 @@ class Telemetry:
     screenshot_policy: ScreenshotPolicy = "all"
     """Set by the scheduler from ``--screenshots``: with ``none`` an arm should not take any
     (they cost time); with ``final`` only an episode's last one is kept."""
+    log_budget: LogBudget | None = None
+    """Set by the scheduler from ``--agent-log-budget``: every action and model call is
+    charged to it, and the one past it raises ``LogBudgetExceeded`` and is not kept."""
 
     def action(self, kind: str, **detail: JSONScalar) -> None:
+        if self.log_budget is not None:
+            self.log_budget.charge(action_bytes(kind, detail), f"action {len(self.actions) + 1}")
         self.actions.append(ActionRecord(kind, detail))
 
     @property
@@ -131,6 +137,8 @@ class Telemetry:
             self.screenshots.append(Screenshot(bytes(png), label, len(self.actions)))
 
     def model_call(self, call: ModelCall) -> None:
+        if self.log_budget is not None:
+            self.log_budget.charge(MODEL_CALL_BYTES, f"model call {len(self.model_calls) + 1}")
         self.model_calls.append(call)
 
 

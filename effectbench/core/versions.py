@@ -9,6 +9,10 @@ from __future__ import annotations
 from typing import Final
 
 PACKAGE_VERSION: Final = "0.1.0"
+HARNESS_DISTRIBUTION: Final = "effectbench"
+"""The distribution the harness ships as; an arm it ships is harness code (verify)."""
+HARNESS_PACKAGES: Final = ("effectbench", "effectbench_mockmed")
+"""The top-level packages of that distribution's wheel (pyproject.toml)."""
 """The effectbench distribution's version."""
 
 SPEC_VERSION: Final = "1.1.0"

@@ -43,6 +43,7 @@ from effectbench.core.rundir import (
     SUMMARY_FILE,
 )
 from effectbench.log.reader import LogError
+from effectbench.outputs.coverage import recorded_threshold
 from effectbench.outputs.logpass import LogPass, PlanFacts, RunFacts, sequential_pass, write_atomic
 from effectbench.outputs.rows import TASK_AXES, record_from_row, record_row
 from effectbench.projections.claims import MIN_TRIALS_PER_TASK
@@ -404,6 +405,7 @@ def _manifest(
         "concurrency": started.get("concurrency"),
         "resumes": facts.resumes,
         **execution_facts(started, facts.resumes, acc.plan.arms),
+        "min_coverage": recorded_threshold([started, *facts.resumes]),
         "z": Z95,
         "episodes": {
             "planned": len(acc.plan),

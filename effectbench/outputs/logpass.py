@@ -114,6 +114,7 @@ class RunFacts:
                 "concurrency": ev.data.get("concurrency"),
                 "execution": ev.data.get("execution"),
                 "containment": ev.data.get("containment"),
+                "min_coverage": ev.data.get("min_coverage"),
             }
         )
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import cattrs
 
+from effectbench.core.bounds import logged
 from effectbench.core.codec import structure_effect_resolved, structure_snapshot
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
@@ -216,9 +217,13 @@ def _latencies(value: Any) -> tuple[float | None, ...] | None:
     """Per-call latencies as logged; logged data is untrusted, so a bad entry is unknown."""
     if not isinstance(value, list):
         return None
-    return tuple(
-        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in value
-    )
+    return tuple(None if (v := logged(x)) is None else float(v) for x in value)
+
+
+def _count(value: Any) -> int | None:
+    """A logged count or token total: an integer in range, else unknown."""
+    v = logged(value)
+    return v if isinstance(v, int) else None
 
 
 def _fold(st: _Episode) -> EpisodeRecord:
@@ -226,22 +231,23 @@ def _fold(st: _Episode) -> EpisodeRecord:
     assert planned is not None
     p = planned.data
     rep = st.reported.data if st.reported is not None else None
+    # Logged numbers are untrusted: one outside its range is unknown (core/bounds.py), so
+    # no fold over them can overflow.
+    wall_ms = None if rep is None else logged(rep.get("wall_ms"))
+    setup_ms = None if st.provisioned is None else logged(st.provisioned.data.get("setup_ms"))
     if st.telemetry is None:
-        telemetry = EpisodeTelemetry(
-            wall_ms=None if rep is None else rep.get("wall_ms"),
-            setup_ms=None if st.provisioned is None else st.provisioned.data.get("setup_ms"),
-        )
+        telemetry = EpisodeTelemetry(wall_ms=wall_ms, setup_ms=setup_ms)
     else:
         tel = st.telemetry.data
         telemetry = EpisodeTelemetry(
-            wall_ms=None if rep is None else rep.get("wall_ms"),
-            setup_ms=None if st.provisioned is None else st.provisioned.data.get("setup_ms"),
-            model_calls=tel.get("model_calls"),
-            input_tokens=tel.get("input_tokens"),
-            output_tokens=tel.get("output_tokens"),
-            cost_usd=tel.get("cost_usd"),
-            actions=tel.get("actions"),
-            model_latency_ms=tel.get("model_latency_ms"),
+            wall_ms=wall_ms,
+            setup_ms=setup_ms,
+            model_calls=_count(tel.get("model_calls")),
+            input_tokens=_count(tel.get("input_tokens")),
+            output_tokens=_count(tel.get("output_tokens")),
+            cost_usd=logged(tel.get("cost_usd")),
+            actions=_count(tel.get("actions")),
+            model_latency_ms=logged(tel.get("model_latency_ms")),
             cost_source=tel.get("cost_source"),
             model_call_latency_ms=_latencies(tel.get("model_call_latency_ms")),
         )

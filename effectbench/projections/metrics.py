@@ -20,6 +20,7 @@ from typing import Any, Final, overload
 
 import attrs
 
+from effectbench.core.bounds import safe_fsum
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.model import FailureClass, Outcome, SwerVariant, TrueState
 from effectbench.projections.claims import comparison_claim, identical
@@ -349,9 +350,9 @@ class MetricsAccumulator:
         costs_all = known("cost_usd", recorded)
         out["cost_usd"] = describe(costs_eligible)
         out["cost"] = {
-            "eligible_usd": math.fsum(costs_eligible) if costs_eligible else None,
+            "eligible_usd": safe_fsum(costs_eligible) if costs_eligible else None,
             "eligible_with_source": len(costs_eligible),
-            "all_recorded_usd": math.fsum(costs_all) if costs_all else None,
+            "all_recorded_usd": safe_fsum(costs_all) if costs_all else None,
             "all_recorded_with_source": len(costs_all),
         }
         out["cost_to_first_success"] = cost_to_first_success(

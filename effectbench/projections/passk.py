@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from effectbench.core.bounds import safe_fsum
 from effectbench.scoring.stats import Z95, describe, pass_at_k, pass_hat_k, task_level_mean, wilson
 
 Attempts = Sequence[bool | None]
@@ -172,7 +173,9 @@ def cost_to_first_success(
             ("cost_usd", [c.cost_usd for c in through]),
         ):
             if all(v is not None and not math.isnan(v) for v in pick):
-                sums[name].append(math.fsum(v for v in pick if v is not None))
+                total = safe_fsum(v for v in pick if v is not None)
+                if total is not None:
+                    sums[name].append(total)
     out: dict[str, Any] = {name: describe(vals) for name, vals in sums.items()}
     out["total_tasks"] = n_tasks
     return out

@@ -157,15 +157,20 @@ async def run_mutations(
         await emit(event.TYPE, event_data(event), ep)
         return
     pre, post = base
-    planned = mutations.plan(pre, post)
+    every = mutations.plan(pre, post)
+    # a mutation of a column or table the task declares irrelevant would be excused
+    # whatever the oracle read: it is listed, not applied (a store's caches cost a twin each)
+    irrelevant = spec.task.oracle.irrelevant
+    planned = tuple(m for m in every if mutations.declared(irrelevant, m) is None)
+    skipped = tuple(m.name for m in every if mutations.declared(irrelevant, m) is not None)
     written, removed = mutations.written_rows(pre, post)
     lines = tuple(
         [f"{t} row {r.locator!r} written" for t, rows in written.items() for r in rows]
         + [f"{t} row {r.locator!r} removed" for t, rows in removed.items() for r in rows]
     )
-    reason = "" if planned else "the store holds nothing to mutate"
+    reason = "" if every else "the store holds nothing to mutate"
     event = MutationPlanned(
-        bool(planned), reason, tuple({**m.plain(), "name": m.name} for m in planned), lines
+        bool(every), reason, tuple({**m.plain(), "name": m.name} for m in planned), lines, skipped
     )
     await emit(event.TYPE, event_data(event), ep)
     for i, m in enumerate(planned):

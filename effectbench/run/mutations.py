@@ -26,6 +26,7 @@ __all__ = [
     "Mutation",
     "StoreState",
     "apply",
+    "declared",
     "plan",
     "read_state",
     "written_rows",
@@ -85,6 +86,18 @@ class Mutation:
         }
 
 
+def declared(irrelevant: Mapping[str, str], m: Mutation) -> str | None:
+    """The reason ``irrelevant`` (a task's ``oracle.irrelevant``) gives for ``m``, or None:
+    ``table.*`` covers every mutation of the table, ``table.column`` only that column's
+    value mutations (a row deleted, duplicated, restored or added is never a column's)."""
+    whole = irrelevant.get(f"{m.table}.*")
+    if whole is not None:
+        return whole
+    if m.column is None or m.kind in ROW_KINDS:
+        return None
+    return irrelevant.get(f"{m.table}.{m.column}")
+
+
 def written_rows(
     pre: StoreState, post: StoreState
 ) -> tuple[dict[str, list[StoredRow]], dict[str, list[StoredRow]]]:
@@ -127,7 +140,9 @@ def _value_kinds(value: JSONScalar) -> list[tuple[str, JSONScalar]]:
                 ("x0.01", str(d * Decimal("0.01"))),
             ]
         out += [("altered", f"{value}{ALTER_SUFFIX}"), ("emptied", "")]
-    if value is not None:
+    if value is None:
+        out.append(("set", ALTER_SUFFIX.lstrip("-")))
+    else:
         out.append(("null", None))
     return [(k, v) for k, v in out if type(v) is not type(value) or v != value]
 
@@ -175,8 +190,7 @@ def _first_change(row: Row, key: tuple[str, ...]) -> tuple[str, str] | None:
     cols = [c for c in row if c not in key] or list(row)
     if not cols:
         return None
-    kinds = _value_kinds(row[cols[0]])
-    return cols[0], kinds[0][0] if kinds else "set"
+    return cols[0], _value_kinds(row[cols[0]])[0][0]
 
 
 def plan(pre: StoreState, post: StoreState) -> tuple[Mutation, ...]:
@@ -248,8 +262,6 @@ def _mutated_value(
         if moved is None:
             raise StoreRefused(f"{m.where}: no sibling row on this twin")
         return moved
-    if m.kind == "set":
-        return ALTER_SUFFIX.lstrip("-")
     for kind, new in _value_kinds(value):
         if kind == m.kind:
             return new

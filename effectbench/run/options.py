@@ -11,13 +11,18 @@ from typing import Final
 
 import attrs
 
+from effectbench.core.agentlog import DEFAULT_LOG_BUDGET, MAX_LOG_BUDGET, MIN_LOG_BUDGET
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.prices import PriceTable
 from effectbench.core.provider import SCREENSHOT_POLICIES, ScreenshotPolicy
 
-__all__ = ["DEFAULTS", "MAX_CONCURRENCY", "OptionsError", "RunOptions"]
+__all__ = ["DEFAULTS", "DEFAULT_MIN_COVERAGE", "MAX_CONCURRENCY", "OptionsError", "RunOptions"]
 
 MAX_CONCURRENCY: Final = 1_000_000
+DEFAULT_MIN_COVERAGE: Final = 0.9
+"""The least coverage (scored / planned episodes) each arm needs for a run to be a result
+(docs/exit-codes.md): ``run`` exits INCOMPLETE below it, ``verify`` and ``export`` refuse.
+Also the threshold of a log that recorded none (from before the option)."""
 
 _WORDS: Final = {
     "concurrency": "concurrency",
@@ -25,6 +30,8 @@ _WORDS: Final = {
     "episode_timeout": "the episode timeout",
     "provider_timeout": "the provider timeout",
     "screenshots": "the screenshot policy",
+    "min_coverage": "the minimum coverage",
+    "agent_log_budget": "the agent log budget",
 }
 
 
@@ -71,6 +78,13 @@ class RunOptions:
     prices: PriceTable | None = None
     """Prices a model call whose arm gave no cost, from its model and tokens
     (``cost_source = "price_table:<version>"``); None: such a cost stays unknown."""
+    agent_log_budget: int = DEFAULT_LOG_BUDGET
+    """Bytes an arm may put into the log per episode (actions, model calls, the report's
+    message; effectbench.core.agentlog): past it the episode fails as ``agent``."""
+
+    min_coverage: float = DEFAULT_MIN_COVERAGE
+    """The least fraction of its planned episodes each arm must score for the run to be a
+    result; recorded in run.started / run.resumed, where ``verify`` reads it."""
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
@@ -85,10 +99,20 @@ class RunOptions:
                 "episode_timeout",
                 f"must be a finite, positive number of seconds, got {self.episode_timeout}",
             )
+        if not MIN_LOG_BUDGET <= self.agent_log_budget <= MAX_LOG_BUDGET:
+            raise OptionsError(
+                "agent_log_budget",
+                f"must be from {MIN_LOG_BUDGET} bytes (1K) to {MAX_LOG_BUDGET} bytes (1G), "
+                f"got {self.agent_log_budget}",
+            )
         if self.screenshots not in SCREENSHOT_POLICIES:
             raise OptionsError(
                 "screenshots",
                 f"must be one of {', '.join(SCREENSHOT_POLICIES)}, got {self.screenshots!r}",
+            )
+        if not (0.0 <= self.min_coverage <= 1.0):  # also refuses NaN
+            raise OptionsError(
+                "min_coverage", f"must be a fraction from 0 to 1, got {self.min_coverage}"
             )
         if not _positive_seconds(self.provider_timeout):
             raise OptionsError(

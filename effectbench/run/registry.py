@@ -332,7 +332,7 @@ class Registry:
     def resolve(self, group: str, name_or_ref: str) -> Any:
         """An entry-point name or ``module:attribute`` reference -> a checked instance."""
         group = _check_group(group)
-        if group == ARMS and name_or_ref.startswith(_EXEC_PREFIXES):
+        if group == ARMS and _is_exec(name_or_ref):
             return _exec_arm(name_or_ref)
         info = self.info(group, name_or_ref)
         if info is None:
@@ -360,9 +360,14 @@ class Registry:
         return cast(Arm, self.resolve(ARMS, name_or_ref))
 
 
+def _is_exec(spec: str) -> bool:
+    """A protocol agent's command line, named (``NAME=exec:...``) or not."""
+    return spec.startswith(_EXEC_PREFIXES) or spec.partition("=")[2].startswith(_EXEC_PREFIXES)
+
+
 def _exec_arm(spec: str) -> Arm:
-    """``exec:<command line>`` (or ``exec-each:``, a process per episode): an
-    out-of-process agent speaking the agent protocol."""
+    """``exec:<command line>`` (or ``exec-each:``, a process per episode), optionally
+    named ``NAME=exec:...``: an out-of-process agent speaking the agent protocol."""
     from effectbench.agents.exec import ExecArm
 
     try:

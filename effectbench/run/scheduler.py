@@ -29,7 +29,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -37,6 +37,8 @@ import attrs
 import orjson
 import structlog
 
+from effectbench.core import bounds
+from effectbench.core.agentlog import LogBudget, LogBudgetExceeded
 from effectbench.core.arm import Arm, TaskView
 from effectbench.core.codec import converter
 from effectbench.core.errors import EffectBenchError
@@ -125,6 +127,8 @@ class ResumeState:
     """Valid events read; a resume refuses a log that holds more by the time it is locked."""
     concurrency: int | None = None
     """The concurrency run.started recorded: a resume keeps it unless told otherwise."""
+    min_coverage: float | None = None
+    """The threshold the latest session recorded: a resume keeps it unless told otherwise."""
 
 
 @attrs.frozen
@@ -155,11 +159,15 @@ def load_resume_state(log_path: Path) -> ResumeState:
 
     reader = read_log(log_path, verify=True)
     started: Mapping[str, Any] | None = None
+    threshold: Any = None
     state: dict[str, bool] = {}  # ep -> terminated?
     for ev in reader:
         if ev.type == RunStarted.TYPE and started is None:
             started = ev.data
+            threshold = started.get("min_coverage")
             continue
+        if ev.type == RunResumed.TYPE and ev.ep is None:
+            threshold = ev.data.get("min_coverage", threshold)
         ep = ev.ep
         if ep is None:
             continue
@@ -189,13 +197,21 @@ def load_resume_state(log_path: Path) -> ResumeState:
         concurrency=started.get("concurrency")
         if isinstance(started.get("concurrency"), int)
         else None,
+        min_coverage=float(threshold)
+        if isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
+        else None,
     )
 
 
-def _one_line(exc: BaseException) -> str:
+_ARM_REASON_MAX: Final = 5_120
+"""An arm's failure reason may be longer than other errors: a protocol agent's carries
+the last 4 KiB of its stderr (the real error, not only its last line)."""
+
+
+def _one_line(exc: BaseException, limit: int = 500) -> str:
     text = " ".join(str(exc).split())
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line if len(line) <= 500 else line[:497] + "..."
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _snapshot_data(snapshot: Snapshot) -> dict[str, Any]:
@@ -213,6 +229,29 @@ def _sum_known(values: Iterable[float | int | None]) -> Any:
         total += v
         any_value = True
     return total if any_value else None
+
+
+def _bounded_calls(calls: Sequence[ModelCall]) -> tuple[list[ModelCall], str | None]:
+    """The calls whose numbers are in range (core/bounds.py) and the first problem of
+    one that is not: an arm that reports such a number fails its episode."""
+    kept: list[ModelCall] = []
+    problem: str | None = None
+    for c in calls:
+        why = bounds.call_problem(c.input_tokens, c.output_tokens, c.cost_usd, c.latency_ms)
+        if why is None:
+            kept.append(c)
+        elif problem is None:
+            problem = why
+    return kept, problem
+
+
+def _over_budget(budget: LogBudget, report: AgentReport) -> str | None:
+    """Charge the report's message to the episode's log budget; why the episode is past
+    its budget (also when the arm caught the recorder's refusal), else None."""
+    if budget.exceeded is None:
+        with contextlib.suppress(LogBudgetExceeded):
+            budget.charge(len(str(report.message).encode("utf-8", "replace")), "its report")
+    return None if budget.exceeded is None else budget.exceeded.removeprefix("the arm ")
 
 
 def _injections(provisioned: ProvisionedEpisode) -> Sequence[ActionRecord]:
@@ -233,27 +272,33 @@ def _action_count(n_actions: int, counts_actions: bool) -> int | None:
 
 
 def _telemetry_data(
-    calls: Sequence[ModelCall], n_actions: int | None, counts_model: bool = False
+    calls: Sequence[ModelCall],
+    n_actions: int | None,
+    counts_model: bool = False,
+    failed: bool = False,
 ) -> dict[str, Any]:
     """The episode.telemetry event. ``actions`` is the count :func:`_action_count` gives;
     the model fields are null unless the arm made a call or declares that it counts them
-    (``uses_model``), when none counted is 0 (docs/metrics.md)."""
+    (``uses_model``), when none counted is 0 (docs/metrics.md). An arm that ``failed``
+    (raised, timed out) may have died inside a call whose usage nobody reported: its
+    tokens and cost are null, never a sum that leaves that call out nor a made-up 0."""
     if not calls and counts_model:
         return {
             "model_calls": 0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cost_usd": 0.0,
+            "input_tokens": None if failed else 0,
+            "output_tokens": None if failed else 0,
+            "cost_usd": None if failed else 0.0,
             "actions": n_actions,
             "model_latency_ms": 0.0,
-            "cost_source": "arm",
+            "cost_source": None if failed else "arm",
             "model_call_latency_ms": [],
         }
+    known = not failed
     data: dict[str, Any] = {
         "model_calls": len(calls) if calls else None,
-        "input_tokens": _sum_known(c.input_tokens for c in calls),
-        "output_tokens": _sum_known(c.output_tokens for c in calls),
-        "cost_usd": _sum_known(c.cost_usd for c in calls),
+        "input_tokens": _sum_known(c.input_tokens for c in calls) if known else None,
+        "output_tokens": _sum_known(c.output_tokens for c in calls) if known else None,
+        "cost_usd": _sum_known(c.cost_usd for c in calls) if known else None,
         "actions": n_actions,
     }
     if calls:  # only then, so a log without model calls keeps its bytes
@@ -459,6 +504,7 @@ class Scheduler:
                         versions=dict(self.plan.versions),
                         concurrency=self.options.concurrency,
                         **self._execution(),
+                        min_coverage=self.options.min_coverage,
                     )
                 )
             else:
@@ -476,6 +522,7 @@ class Scheduler:
                         abandoned=len(abandoned),
                         concurrency=self.options.concurrency,
                         **self._execution(),
+                        min_coverage=self.options.min_coverage,
                     )
                 )
             if self.observer is not None:
@@ -799,7 +846,7 @@ class Scheduler:
                     provisioned, env=attrs.evolve(provisioned.env, browser=browser.page)
                 )
             if spec.arm in self._cdp_arms:
-                cdp = await self._open_cdp()
+                cdp = await self._open_cdp(provisioned.env.channels)
                 provisioned = attrs.evolve(
                     provisioned, env=attrs.evolve(provisioned.env, browser_cdp=cdp.url)
                 )
@@ -885,10 +932,15 @@ class Scheduler:
         assert self._browsers is not None
         return await self._open_within(self._browsers.open, "browser page")
 
-    async def _open_cdp(self) -> CdpEpisode:
-        """A fresh context and its CDP endpoint for a protocol agent's episode."""
-        assert self._cdp is not None
-        return await self._open_within(self._cdp.open, "browser context")
+    async def _open_cdp(self, channels: Mapping[str, str]) -> CdpEpisode:
+        """A fresh context and its CDP endpoint for a protocol agent's episode, limited
+        to the product's origins (those of its channels' URLs)."""
+        from effectbench.browser.policy import OriginPolicy
+
+        hub = self._cdp
+        assert hub is not None
+        policy = OriginPolicy.of_channels(channels)
+        return await self._open_within(lambda: hub.open(policy), "browser context")
 
     async def _open_within(self, open_: Callable[[], Awaitable[_T]], what: str) -> _T:
         """``open_()`` within the provider timeout; a failure or a timeout is an
@@ -998,6 +1050,7 @@ class Scheduler:
         env = provisioned.env
         telemetry: Telemetry = env.telemetry
         telemetry.screenshot_policy = self.options.screenshots
+        budget = telemetry.log_budget = LogBudget(self.options.agent_log_budget)
         view = TaskView.of(
             spec.task, spec.trial, episode_id=ep, params=spec.params, effect=spec.effect
         )
@@ -1016,13 +1069,20 @@ class Scheduler:
             await _reraise_if_stopping()
             arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
         except Exception as exc:  # noqa: BLE001 - whatever the arm raises is an agent failure
-            arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
+            arm_error = f"arm {spec.arm!r} raised {_one_line(exc, _ARM_REASON_MAX)}"
         if limit.cancelled_caught:
             arm_error = f"arm {spec.arm!r} ran past the episode timeout of {timeout:g}s"
         wall_ms = (time.perf_counter() - t0) * 1000.0
         if arm_error is None and not isinstance(report, AgentReport):
             arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"
 
+        if arm_error is None:
+            arm_error = _over_budget(budget, report)
+            if arm_error is not None:
+                arm_error = f"arm {spec.arm!r} {arm_error}"
+        calls, out_of_range = _bounded_calls(telemetry.model_calls)
+        if out_of_range is not None and arm_error is None:
+            arm_error = f"arm {spec.arm!r} recorded a model call out of range: {out_of_range}"
         await self._emit_telemetry(telemetry, ep)
         for injected in _injections(provisioned):
             await emit(*_typed(Injected(str(injected.kind), _json_safe(injected.detail))), ep)
@@ -1030,12 +1090,13 @@ class Scheduler:
             *_typed(
                 ArmTelemetry(
                     **_telemetry_data(
-                        price_calls(telemetry.model_calls, self.options.prices),
+                        price_calls(calls, self.options.prices),
                         _action_count(
                             len(telemetry.actions),
                             getattr(arm, "records_actions", False) is True,
                         ),
                         counts_model=getattr(arm, "uses_model", False) is True,
+                        failed=arm_error is not None,
                     )
                 )
             ),

@@ -16,6 +16,8 @@ from typing import Any
 
 import attrs
 
+from effectbench.core.bounds import safe_fsum
+
 Z95 = 1.959963984540054
 """Phi^-1(0.975), pinned so every artifact states the exact z it used."""
 
@@ -269,7 +271,7 @@ def describe(values: Iterable[float]) -> dict[str, Any]:
     n = len(s)
     return {
         "count": n,
-        "mean": (math.fsum(s) / n) if n else None,
+        "mean": None if not n or (total := safe_fsum(s)) is None else total / n,
         "p50": percentile(s, 50),
         "p90": percentile(s, 90),
         "p95": percentile(s, 95),

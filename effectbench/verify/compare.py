@@ -14,6 +14,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
+from effectbench.core.exitcodes import ExitCode
 from effectbench.core.model import TaskSpec
 
 __all__ = ["FLOAT_TOLERANCE", "LABEL_FIELDS", "Reasons", "VerifyReport", "compare", "load_json"]
@@ -27,17 +28,46 @@ LABEL_FIELDS: Final = ("true_state", "outcome", "swer_variant", "eligible", "fai
 
 @attrs.frozen
 class VerifyReport:
-    """ok exactly when reasons is empty; every reason is one line naming where and what."""
+    """ok (sound) exactly when reasons is empty; every reason is one line naming where and
+    what. A sound run is a *result* only when it is also complete (no ``incomplete``
+    line), and *contained* only when no arm is ``uncontained``; ``status`` is the exit
+    status the CLI gives it (docs/exit-codes.md)."""
 
     ok: bool
     reasons: list[str]
     notes: list[str] = attrs.field(factory=list)
     """What a sound run cannot claim (e.g. a comparison on fewer than 3 trials per
     task); shown beside the verdict, never a reason for unsound."""
+    coverage: list[str] = attrs.field(factory=list)
+    """One line per arm: its re-derived coverage (``"arm 93.3% (84/90 scored)"``)."""
+    incomplete: list[str] = attrs.field(factory=list)
+    """One line per arm that scored nothing or falls below the recorded threshold, with its
+    commonest failure reason: such a run measured too little to be a result."""
+    uncontained: list[str] = attrs.field(factory=list)
+    """Arms that ran without containment (a protocol agent as a plain subprocess, an
+    in-process arm the harness does not ship)."""
+    min_coverage: float | None = None
+    """The threshold the run (or submission) recorded, as applied."""
 
     @classmethod
     def of(cls, reasons: Sequence[str], notes: Sequence[str] = ()) -> VerifyReport:
         return cls(not reasons, list(reasons), list(notes))
+
+    @property
+    def complete(self) -> bool:
+        return not self.incomplete
+
+    @property
+    def status(self) -> ExitCode:
+        """FAILED when not sound, else INCOMPLETE when an arm measured too little, else
+        NOT_CONTAINED when an arm ran uncontained, else OK."""
+        if not self.ok:
+            return ExitCode.FAILED
+        if self.incomplete:
+            return ExitCode.INCOMPLETE
+        if self.uncontained:
+            return ExitCode.NOT_CONTAINED
+        return ExitCode.OK
 
 
 class Reasons:

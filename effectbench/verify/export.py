@@ -19,10 +19,11 @@ from effectbench.outputs.artifacts import (
     scoring_version,
     weakest_execution,
 )
+from effectbench.outputs.coverage import recorded_threshold, shortfalls
 from effectbench.projections.metrics import MetricsAccumulator, MetricsError, PlanIndex
 from effectbench.scoring.records import EpisodeRecord
 
-__all__ = ["SEED_RULE", "SUBMISSION_SCHEMA", "export_submission"]
+__all__ = ["SEED_RULE", "SUBMISSION_SCHEMA", "PartialExport", "coverage_block", "export_submission"]
 
 SUBMISSION_SCHEMA: Final = "effectbench.submission/1"
 SEED_RULE: Final = "trial_tag = sha256('<task_id>:<trial>')[:12], trials 0..trials-1"
@@ -53,13 +54,41 @@ def _reference_fields(pre: Mapping[str, Any], post: Mapping[str, Any]) -> dict[s
     }
 
 
+class PartialExport(ArtifactError):
+    """The arm measured too little to be submitted as a result (``--allow-partial``
+    submits it anyway). ``lines`` says why, one line per reason."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("; ".join(lines))
+
+
+def coverage_block(claimed: Mapping[str, Any], threshold: float, partial: bool) -> dict[str, Any]:
+    """The submission's ``coverage``: the arm's planned and scored episodes, the threshold
+    its run recorded, and whether it was exported below it (``--allow-partial``)."""
+    return {
+        "planned": claimed.get("n_episodes"),
+        "eligible": claimed.get("n_eligible"),
+        "coverage": claimed.get("coverage"),
+        "min_coverage": threshold,
+        "partial": partial,
+    }
+
+
 def export_submission(
-    run_dir: str | os.PathLike[str], system: str, out_path: str | os.PathLike[str]
+    run_dir: str | os.PathLike[str],
+    system: str,
+    out_path: str | os.PathLike[str],
+    *,
+    allow_partial: bool = False,
 ) -> Path:
     """Write one arm of a run as a leaderboard submission (docs/leaderboard.md): the raw
     rows (report, oracle readings, payload, effect; a reference-mode episode's twin reads),
-    the claimed metrics, and the reproducibility block. Labels in it are for reading; the
-    verifier re-derives them."""
+    the claimed metrics, the coverage, and the reproducibility block. Labels in it are for
+    reading; the verifier re-derives them.
+
+    Raises PartialExport, writing nothing, when the arm scored nothing or its coverage is
+    below the threshold its run recorded, unless ``allow_partial``."""
     from effectbench.log.reader import LogError, LoggedEvent, read_log
     from effectbench.projections.episodes import project_episodes
 
@@ -135,6 +164,11 @@ def export_submission(
         }
         rows.append(row)
     claimed = MetricsAccumulator(index).add_all(records).arm_metrics(0)
+    threshold = recorded_threshold([*started[:1], *resumed])
+    short = shortfalls({"arms": {system: claimed}, "arm_order": [system]}, threshold)
+    partial = bool(short)
+    if partial and not allow_partial:
+        raise PartialExport([s.line() for s in short])
     versions = started[0].get("versions") or {}
     doc = {
         "schema": SUBMISSION_SCHEMA,
@@ -153,7 +187,9 @@ def export_submission(
             "execution": weakest_execution(
                 (s.get("execution") or {}).get(system) for s in [*started[:1], *resumed]
             ),
+            "arm_version": (plan.get("arm_versions") or {}).get(system),
         },
+        "coverage": coverage_block(claimed, threshold, partial),
         "rows": rows,
         "claimed": claimed,
     }

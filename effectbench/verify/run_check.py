@@ -39,6 +39,7 @@ from effectbench.outputs.artifacts import (
     build_artifacts,
     recompute_metrics_from_results,
 )
+from effectbench.outputs.coverage import recorded_threshold
 from effectbench.projections.metrics import MetricsError
 from effectbench.verify.claims import claim_notes
 from effectbench.verify.compare import (
@@ -53,6 +54,7 @@ from effectbench.verify.compare import (
 from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA, export_submission
 from effectbench.verify.results_check import compare_results
 from effectbench.verify.scratch import Scratch
+from effectbench.verify.seals import coverage_lines, uncontained_arms
 from effectbench.verify.submission import verify_submission
 
 __all__ = [
@@ -104,8 +106,9 @@ def _plan_checks(
     reasons: Reasons,
     scratch: Scratch,
     known_bad_line: int | None = None,
-) -> None:
-    """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan.
+) -> Mapping[str, Any]:
+    """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan;
+    returns the plan's ``arm_versions`` (what code each arm is), empty without a plan.
 
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
     from effectbench.core.codec import converter, structure_any_effect
@@ -117,11 +120,14 @@ def _plan_checks(
     source = LOG_FILE
     tasks: dict[str, TaskSpec] = {}
     expected_hash: dict[tuple[str, int], tuple[dict[str, str], str]] = {}
+    arm_versions: dict[str, Any] = {}
     try:
         events = iter(read_log(run_dir / LOG_FILE, verify=verify_chain))
         for ev in events:
             if ev.type == "run.started" and ev.ep is None:
                 plan = ev.data.get("plan") or {}
+                if isinstance(plan.get("arm_versions"), dict):
+                    arm_versions = dict(plan["arm_versions"])
                 if hash_identity(plan) != ev.data.get("plan_hash"):
                     reasons.add(
                         source,
@@ -131,7 +137,7 @@ def _plan_checks(
                     specs = [converter.structure(t, TaskSpec) for t in plan.get("tasks", ())]
                 except Exception as exc:  # noqa: BLE001 - untrusted log content
                     reasons.add(source, f"the plan's tasks cannot be rebuilt: {exc}")
-                    return
+                    return arm_versions
                 if pack_fingerprint(specs) != plan.get("pack_fingerprint"):
                     reasons.add(source, "pack fingerprint in the plan does not match its tasks")
                 if [t.task_id for t in specs] != list(plan.get("task_ids") or []):
@@ -140,7 +146,7 @@ def _plan_checks(
                 break
         else:
             reasons.add(source, "no run.started event: the log does not carry its plan")
-            return
+            return arm_versions
         blobs: dict[tuple[str, str], str | None] = {}
         for ev in events:
             if ev.type in TERMINAL_TYPES and ev.ep is not None:
@@ -217,6 +223,7 @@ def _plan_checks(
     except LogError as exc:
         if not (isinstance(exc, LogCorrupt) and exc.line_no == known_bad_line):
             reasons.add(source, f"cannot be read past {exc}")
+    return arm_versions
 
 
 def _explain_unbuilt(rebuilt_manifest: Mapping[str, Any], reasons: Reasons, hint: str) -> None:
@@ -339,7 +346,7 @@ def _check(
         found.chain,
         found.bad,
     )
-    _plan_checks(root, False, reasons, scratch, known_bad_line=chain.first_bad_line)
+    arm_versions = _plan_checks(root, False, reasons, scratch, known_bad_line=chain.first_bad_line)
     rebuilt_dir = tmp / "rebuilt"
     rebuilt_dir.mkdir()
     try:
@@ -373,6 +380,14 @@ def _check(
             )
         for key in _MANIFEST_SAME:
             compare(manifest.get(key), rebuilt_manifest.get(key), key, MANIFEST_FILE, reasons)
+        if "min_coverage" in manifest:  # a manifest from before the key has none to check
+            compare(
+                manifest["min_coverage"],
+                rebuilt_manifest.get("min_coverage"),
+                "min_coverage",
+                MANIFEST_FILE,
+                reasons,
+            )
         if metrics is not None and (root / RESULTS_FILE).is_file():
             try:
                 from_rows = recompute_metrics_from_results(root / RESULTS_FILE, manifest)
@@ -394,4 +409,14 @@ def _check(
             )
     hint = "" if chain.torn_tail else f"; {found.resume}"
     _explain_unbuilt(rebuilt_manifest, reasons, hint)
-    return VerifyReport.of(reasons.close(), claim_notes(rebuilt_metrics))
+    threshold = recorded_threshold([rebuilt_manifest])
+    every, short = coverage_lines(rebuilt_metrics, threshold, rebuilt_dir / RESULTS_FILE)
+    return attrs.evolve(
+        VerifyReport.of(reasons.close(), claim_notes(rebuilt_metrics)),
+        coverage=every,
+        incomplete=short,
+        uncontained=uncontained_arms(
+            rebuilt_manifest.get("execution"), rebuilt_manifest.get("arms") or [], arm_versions
+        ),
+        min_coverage=threshold,
+    )

@@ -27,6 +27,7 @@ from effectbench.outputs.artifacts import (
     TASK_AXES,
     scoring_version,
 )
+from effectbench.outputs.coverage import recorded_threshold
 from effectbench.projections.metrics import MetricsAccumulator, PlanIndex, TaskAxes
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
 from effectbench.verify.compare import (
@@ -37,7 +38,8 @@ from effectbench.verify.compare import (
     load_json,
     task_axis,
 )
-from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA
+from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA, coverage_block
+from effectbench.verify.seals import coverage_lines, uncontained_arms
 
 __all__ = ["verify_submission"]
 
@@ -366,8 +368,43 @@ def verify_submission(
             "(one that could not be scored as a row with its failure_class)",
         )
     claimed = doc.get("claimed")
+    block = acc.arm_metrics(0)
     if not isinstance(claimed, dict):
         reasons.add(source, "claimed metrics missing (an object with the metrics.json arm block)")
     else:
-        compare(claimed, acc.arm_metrics(0), "claimed", source, reasons)
-    return VerifyReport.of(reasons.close())
+        compare(claimed, block, "claimed", source, reasons)
+    return _sealed(VerifyReport.of(reasons.close()), doc, system, block, repro)
+
+
+def _sealed(
+    report: VerifyReport,
+    doc: Mapping[str, Any],
+    system: str,
+    block: Mapping[str, Any],
+    repro: Mapping[str, Any],
+) -> VerifyReport:
+    """The submission's coverage against the threshold it records (its run's), checked
+    against the rows, and whether the system ran contained (docs/exit-codes.md)."""
+    reasons = list(report.reasons)
+    recorded = doc.get("coverage")
+    threshold = recorded_threshold([recorded if isinstance(recorded, dict) else None])
+    metrics = {"arms": {system: block}, "arm_order": [system]}
+    every, short = coverage_lines(metrics, threshold, None)
+    if recorded is not None:  # a submission from before the block has none to check
+        want = coverage_block(block, threshold, bool(short))
+        if not isinstance(recorded, dict):
+            reasons.append(f"{doc.get('system')}: coverage is not an object")
+        else:
+            claimed = {k: recorded.get(k) for k in want}
+            check = Reasons()
+            compare(claimed, want, "coverage", "submission", check)
+            reasons += check.close()
+    return attrs.evolve(
+        VerifyReport.of(reasons, report.notes),
+        coverage=every,
+        incomplete=short,
+        uncontained=uncontained_arms(
+            {system: repro.get("execution")}, [system], {system: repro.get("arm_version")}
+        ),
+        min_coverage=threshold,
+    )

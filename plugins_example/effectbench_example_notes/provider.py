@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio.to_thread
 
 from effectbench.model import TaskSpec
+from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import EnvHandle, ProvisionedEpisode
 from effectbench_example_notes.app import Fault, NotesApp, NotesDriver, NotesReadback
 from effectbench_example_notes.oracle import NotesOracle
@@ -71,4 +72,8 @@ class NotesProvider:
         env = EnvHandle(
             channels={"app": "example-notes"}, driver=NotesDriver(app), verifier=NotesReadback(app)
         )
-        return ProvisionedEpisode(env=env, oracle=NotesOracle(db), teardown=teardown)
+        # The mutation audit's write handle on the same file (docs/writing-a-provider.md):
+        # only the harness holds it, on twins of its own; the arm never sees it.
+        return ProvisionedEpisode(
+            env=env, oracle=NotesOracle(db), teardown=teardown, store=SqliteStore(db)
+        )

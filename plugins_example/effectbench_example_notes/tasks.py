@@ -42,7 +42,13 @@ def _task(
         category=category,
         goal=GOAL,
         expected_effect=EFFECT,
-        oracle=OracleSpec(channel="snapshot", tables=("notes",)),
+        # The mutation audit (docs/audit.md) changes every column the reference wrote and
+        # must see each change judged wrong; what may differ is declared, with the reason.
+        oracle=OracleSpec(
+            channel="snapshot",
+            tables=("notes",),
+            irrelevant={"notes.id": "the store's surrogate key, assigned on insert"},
+        ),
         correct_action_available=correct_action_available,
         params={"title": "note {tag}", "body": "buy oat milk and call the plumber, ref {tag}"},
         initial_state=SEED,

@@ -5,6 +5,8 @@ calls ``finish`` (its report), answers without a tool call (a halt: it never sai
 succeeded), spends its budget of calls or tokens, or makes too many malformed tool
 calls. Malformed calls (arguments that are not a JSON object, an unknown tool,
 arguments a tool rejects) go back to the model as an error result and are counted.
+The token budget is checked as each answer arrives, before its tool calls run: the
+answer that crosses it acts on nothing (not even a ``finish``).
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ async def run_loop(
         completion = await client.complete(messages, specs)
         st.calls += 1
         st.tokens += completion.total_tokens
+        if st.tokens > budget.max_tokens:  # before this turn's tool calls run: none of them do
+            return _halt(f"token budget exhausted: {st.tokens} tokens > {budget.max_tokens}")
         message = dict(completion.message)
         calls = message.get("tool_calls") or []
         if not isinstance(calls, list):
@@ -166,5 +170,3 @@ async def run_loop(
             )
             if st.bad >= budget.max_bad_tool_calls:
                 return _halt(f"{st.bad} malformed tool calls (last: {done.result['error']})")
-        if st.tokens > budget.max_tokens:
-            return _halt(f"token budget exhausted: {st.tokens} tokens > {budget.max_tokens}")

@@ -141,6 +141,25 @@ REFERENCE_JOBS: Final = (ALLERGY, VISIT)
 """The jobs that also come as a reference-mode task (their control)."""
 
 
+SURROGATE: Final = "the store's surrogate key: which number a row gets says nothing about it"
+IRRELEVANT: Final = {
+    "encounters.id": SURROGATE,
+    "billing.id": SURROGATE,
+    "audit.seq": SURROGATE,
+    "patients.updated_at": "a counter the product moves on every save (allowed by the diff)",
+}
+"""What the chart's oracle may ignore (the mutation audit, docs/audit.md)."""
+AUDIT_LOG: Final = (
+    "the product's own activity log, appended on every save (allowed by the diff): what the "
+    "save did is checked on the chart's rows themselves"
+)
+
+
+def _irrelevant(allow: tuple[str, ...]) -> dict[str, str]:
+    """A retraction's audit row is part of its effect; elsewhere the log may be ignored."""
+    return {**IRRELEVANT, **({"audit.*": AUDIT_LOG} if "audit.*" in allow else {})}
+
+
 def _task(
     job: _Job, mode: str, category: Category, effect: DiffEffect, suffix: str = ""
 ) -> TaskSpec:
@@ -151,7 +170,7 @@ def _task(
         category=category,
         goal=job.goal,
         expected_effect=effect,
-        oracle=ORACLE,
+        oracle=attrs.evolve(ORACLE, irrelevant=_irrelevant(effect.allow)),
         correct_action_available=category is Category.CONTROL,
         params=dict(job.params),
         solution=dict(job.solution),

@@ -126,6 +126,15 @@ def _status_effect(status: str) -> Effect:
     return Effect(record_written=rw, field_equals=_NOTE)
 
 
+def _with_status(oracle: OracleSpec, effect: Effect) -> OracleSpec:
+    """A task whose selector pins the encounter's status (draft, submitted) does not
+    declare it irrelevant, as the anchor's tasks do (tasks.IRRELEVANT)."""
+    if "status" not in effect.record_written.selector:
+        return oracle
+    kept = {k: v for k, v in oracle.irrelevant.items() if k != "encounters.status"}
+    return attrs.evolve(oracle, irrelevant=kept)
+
+
 def _task(
     name: str,
     mode: str,
@@ -149,7 +158,7 @@ def _task(
         category=category,
         goal=goal,
         expected_effect=effect,
-        oracle=oracle,
+        oracle=_with_status(oracle, effect),
         correct_action_available=correct_action_available,
         params=PARAMS,
         initial_state=initial_state or {},

@@ -263,7 +263,11 @@ class MockMedPgProvider:
         oracle = PostgresOracle(running.run.oracle_dsn(db.name), connection=db.oracle)
         release = _pg_release(running.pool, db, store, oracle)
         teardown = self._live.add(token, Episode(token, running.episodes, session, release))
-        return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown)
+        from effectbench.oracles.postgres_store import PostgresStore
+
+        return ProvisionedEpisode(
+            env=env, oracle=oracle, teardown=teardown, store=PostgresStore(db.dsn)
+        )
 
 
 class MockMedPgFullProvider(MockMedPgProvider):

@@ -40,6 +40,9 @@ IRRELEVANT: Final = {
     "encounter recorded is the same",
     "encounters.key": "the client's idempotency token, there only to absorb a double submit; "
     "it carries no clinical content",
+    "encounters.status": "where a pack's encounters carry a review status (mockmed-full), "
+    "these goals ask for a saved encounter, draft or submitted; the tasks that ask for one "
+    "pin it in their selector",
 }
 """What MockMed's oracle may ignore (the mutation audit, docs/audit.md)."""
 

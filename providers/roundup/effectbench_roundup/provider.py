@@ -24,6 +24,7 @@ import anyio
 from effectbench.core.model import TaskSpec
 from effectbench.core.provider import EnvHandle, ProvisionedEpisode, Telemetry
 from effectbench.faults import FaultProxy, ProxyPlan
+from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench_roundup.tasks import TASKS
 from effectbench_roundup.tracker import NAME, Tracker, build_pristine
 
@@ -192,5 +193,8 @@ class RoundupProvider:
             env=env,
             oracle=TrackerOracle(tracker.home),
             teardown=teardown,
+            # the mutation audit's write handle: the tracker's own SQLite file (message
+            # texts live in files beside it, which the handle does not reach)
+            store=SqliteStore(tracker.home / "db" / "db"),
             injections=proxy.injections,
         )
