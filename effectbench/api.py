@@ -316,6 +316,7 @@ async def execute(
     provider_options: Mapping[str, str] | None = None,
     executor: str = "local",
     prices: PriceTable | str | os.PathLike[str] | None = None,
+    worker_timeout: float = DEFAULTS.worker_timeout,
     min_coverage: float | None = None,
     agent_log_budget: int = DEFAULTS.agent_log_budget,
 ) -> RunResult:
@@ -349,6 +350,7 @@ async def execute(
             provider_timeout=provider_timeout,
             handle_signals=handle_signals,
             screenshots=screenshots,  # type: ignore[arg-type]  # validated here
+            worker_timeout=worker_timeout,
             min_coverage=DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage,
             agent_log_budget=agent_log_budget,
         )

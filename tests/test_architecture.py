@@ -360,13 +360,14 @@ def test_old_file_name_constants_are_aliases_of_rundir() -> None:
 def test_the_scheduler_writes_only_typed_events() -> None:
     """Every event the scheduler writes is built from a class of effectbench.core.events:
     ``emit(*_typed(Event(...)), ep)`` or ``writer.emit_event(Event(...))``. Only
-    ``record_episode`` passes lines on as they are: a worker built them the same way."""
+    ``write_events`` (the executor seam) passes lines on as they are: a worker, or the
+    executor, built them the same way."""
     tree = ast.parse(MODULES["effectbench.run.scheduler"].read_text("utf-8"))
     untyped = []
     for func in ast.walk(tree):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        if func.name == "record_episode":
+        if func.name == "write_events":
             continue
         for node in ast.walk(func):
             if not isinstance(node, ast.Call):

@@ -6,10 +6,12 @@ Clusters listen on 127.0.0.1 only, with no dashboard."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -37,6 +39,12 @@ def _terminals(log: Path) -> collections.Counter[str]:
     return collections.Counter(
         str(ev.ep) for ev in read_log(log) if ev.type in TERMINAL_TYPES and ev.ep is not None
     )
+
+
+def _sound(run_dir: Path) -> None:
+    """verify: sound; the test's barrier arm runs in the worker's process, uncontained (4)."""
+    done = _cli("verify", str(run_dir))
+    assert done.returncode == 4 and "sound, NOT contained" in done.stdout, done
 
 
 @pytest.mark.timeout(300)
@@ -154,7 +162,7 @@ def test_a_killed_worker_loses_no_episode_and_doubles_none(
             p.name.endswith(again) and not p.name.startswith(f"inflight-{victim}-")
             for p in barrier.iterdir()
         ), name
-    assert _cli("verify", str(out)).returncode == 0
+    _sound(out)
     results, _ = untimed_run(out)
     assert len(results) == 18
 
@@ -275,7 +283,7 @@ def test_a_signal_stops_a_dask_run_and_resume_finishes_it(
     assert done.returncode == 0, done.stderr
     counts = _terminals(out / "events.jsonl")
     assert len(counts) == 9 and set(counts.values()) == {1}, counts
-    assert _cli("verify", str(out)).returncode == 0
+    _sound(out)
 
 
 @pytest.mark.parametrize("arm", ["browser_screen_only", "node_effect_verified"])
@@ -288,3 +296,149 @@ def test_an_arm_holding_a_harness_resource_is_refused_off_the_local_executor(
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--executor local only" in lines[0]
     assert not out.exists()
+
+
+def _workers_of(harness: subprocess.Popen[str]) -> list[int]:
+    """The worker processes the nannies inside the harness started (its spawned children)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+            argv = (proc / "cmdline").read_bytes()
+        except OSError:  # not a process, or gone
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == harness.pid and b"spawn_main" in argv:
+            pids.append(int(proc.name))
+    return pids
+
+
+def _kill_every_worker(harness: subprocess.Popen[str], stop: threading.Event) -> None:
+    """SIGKILL each worker process of the harness the moment it exists, its nannies'
+    replacements too, until told to stop: the cluster ends with no worker at all."""
+    while not stop.is_set():
+        for pid in _workers_of(harness):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        stop.wait(0.02)
+
+
+@pytest.mark.timeout(300)
+def test_a_run_whose_workers_all_die_ends_with_exit_5_and_resumes(
+    tmp_path: Path, barrier: Path
+) -> None:
+    """Both workers SIGKILLed, and every replacement their nannies start: no worker is
+    left. The run must end (it waited for ever), say so in one line, exit 5 and leave
+    what the workers held for --resume."""
+    out = tmp_path / "run"
+    env = pythonpath_env(TESTS)
+    harness = subprocess.Popen(
+        [
+            *effectbench_command(), "run", "--provider", "mockmed",
+            "--arm", "dask_arms:BarrierArm", "--trials", "1", "--concurrency", "4",
+            "--executor", "dask-local:2", "--worker-timeout", "3", "--out", str(out), "-q",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_every_worker, args=(harness, stop))
+    try:
+        _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
+        killer.start()
+        try:
+            _, err = harness.communicate(timeout=150)  # a hang fails here
+        finally:
+            stop.set()
+            if killer.is_alive():
+                killer.join()
+    finally:
+        if harness.poll() is None:
+            os.killpg(harness.pid, signal.SIGKILL)
+    assert harness.returncode == 5, err
+    assert "the Dask workers died (no live worker for 3s)" in err, err
+    assert f"effectbench run --resume {out}" in err and "Traceback" not in err, err
+    events = list(read_log(out / "events.jsonl"))
+    abandoned = {str(ev.ep) for ev in events if ev.type == "episode.abandoned"}
+    assert abandoned and abandoned.isdisjoint(_terminals(out / "events.jsonl"))
+    assert all(n == 1 for n in _terminals(out / "events.jsonl").values())
+    assert events[-1].type == "run.finished" and events[-1].data["interrupted"] is True
+    (barrier / "go").touch()
+    done = _cli("run", "--resume", str(out), "--executor", "dask-local:2", "-q", env=env)
+    assert done.returncode == 0, done.stderr
+    counts = _terminals(out / "events.jsonl")
+    assert len(counts) == 9 and set(counts.values()) == {1}, counts
+    assert abandoned <= set(counts)
+    _sound(out)
+
+
+@pytest.mark.timeout(300)
+def test_a_user_scheduler_that_disappears_ends_the_run_with_exit_5(
+    tmp_path: Path, barrier: Path
+) -> None:
+    """The user's own `dask scheduler` process SIGKILLed mid-run, its worker left alive:
+    the harness must not wait for it for ever."""
+    env = pythonpath_env(TESTS)
+    dask = Path(sys.executable).with_name("dask")
+    info = tmp_path / "scheduler.json"
+    common: dict[str, Any] = {
+        "env": env,
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.DEVNULL,
+    }
+    sched = subprocess.Popen(
+        [str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+         "--scheduler-file", str(info)],
+        **common,
+    )  # fmt: skip
+    worker: subprocess.Popen[bytes] | None = None
+    harness: subprocess.Popen[str] | None = None
+    try:
+        _wait_for("the scheduler", info.exists)
+        _wait_for("the scheduler's address", lambda: b"address" in info.read_bytes())
+        address = orjson.loads(info.read_bytes())["address"]
+        worker = subprocess.Popen(
+            [str(dask), "worker", "--scheduler-file", str(info), "--nthreads", "4",
+             "--no-dashboard", "--host", "127.0.0.1"],
+            **common,
+        )  # fmt: skip
+        with distributed.Client(address, set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=120)  # the run's clock starts with a worker
+        out = tmp_path / "run"
+        harness = subprocess.Popen(
+            [
+                *effectbench_command(), "run", "--provider", "mockmed",
+                "--arm", "dask_arms:BarrierArm", "--trials", "1", "--concurrency", "4",
+                "--executor", address.replace("tcp://", "dask://"), "--worker-timeout", "3",
+                "--out", str(out), "-q",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
+        sched.kill()
+        _, err = harness.communicate(timeout=150)  # a hang fails here
+    finally:
+        for proc in (harness, worker, sched):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert harness.returncode == 5, err
+    assert f"the Dask scheduler at {address} died (unreachable for 3s)" in err, err
+    assert f"effectbench run --resume {out}" in err and "Traceback" not in err, err
+    assert any(ev.type == "episode.abandoned" for ev in read_log(out / "events.jsonl"))
+    assert all(n == 1 for n in _terminals(out / "events.jsonl").values())
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan"])
+def test_a_bad_worker_timeout_is_one_line(tmp_path: Path, value: str) -> None:
+    done = _cli("run", "--worker-timeout", value, "--out", str(tmp_path / "r"))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--worker-timeout must be a finite, positive" in lines[0], lines
+    assert not (tmp_path / "r").exists()

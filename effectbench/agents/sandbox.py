@@ -12,6 +12,10 @@ entered as uid/gid 65534 (nobody), inside and outside the user namespace.
 
 The network namespace is the host's, so the episode's HTTP channel on 127.0.0.1 is
 reachable; docs/agent-protocol.md states what that leaves open.
+
+One builder (``sandbox_argv``) serves every contained program; a ``Profile`` says what
+one kind gets beyond that base: ``AGENT`` (protocol agents) nothing, ``BROWSER``
+(Chromium, ``effectbench.browser.contain``) fonts and its own ``/dev/shm`` and profile.
 """
 
 from __future__ import annotations

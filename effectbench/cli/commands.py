@@ -215,6 +215,15 @@ def _given(ctx: click.Context, name: str) -> bool:
     "(N local worker processes); needs effectbench[dask] for Dask.",
 )
 @click.option(
+    "--worker-timeout",
+    type=float,
+    default=DEFAULTS.worker_timeout,
+    show_default=True,
+    metavar="S",
+    help="Seconds a Dask run may go without a live worker (or its scheduler) before it "
+    "stops with exit 5; what was in flight is left for --resume.",
+)
+@click.option(
     "--prices",
     type=click.Path(path_type=Path),
     metavar="FILE",
@@ -257,6 +266,7 @@ def run(
     pg_dsn: str | None,
     isolate: bool | None,
     executor: str,
+    worker_timeout: float,
     prices: Path | None,
     min_coverage: float | None,
     agent_log_budget: int | None,
@@ -274,6 +284,7 @@ def run(
             episode_timeout=episode_timeout,
             oracle_retries=oracle_retries,
             provider_timeout=provider_timeout,
+            worker_timeout=worker_timeout,
             min_coverage=DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage,
             agent_log_budget=budget,
         )
@@ -310,6 +321,7 @@ def run(
         screenshots=screenshots,
         isolate=isolate,
         executor=executor,
+        worker_timeout=worker_timeout,
         force=force,
         report=not no_report,
         provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
@@ -342,6 +354,23 @@ def _interrupted(result: Any, message: str) -> int:
     return 128 + signum if signum else EXIT_INTERRUPTED
 
 
+def _service_lost(lost: Any, result: Any) -> int:
+    """A harness-owned service died: one line for each, then how to go on (exit 5)."""
+    from effectbench.core.exitcodes import ExitCode
+
+    for loss in lost:
+        click.echo(f"effectbench: {loss.line()}", err=True)
+    if result.interrupted:
+        click.echo(
+            "the episodes that did not run are unscored; once it is back, continue with: "
+            f"effectbench run --resume {result.run_dir}",
+            err=True,
+        )
+    else:
+        _headline(result.metrics, result.run_dir)
+    return int(ExitCode.SERVICE_LOST)
+
+
 def _headline(metrics: Any, run_dir: Path) -> None:
     from effectbench.cli.console import format_headline
 
@@ -363,6 +392,9 @@ def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
     result = _run_with_progress(quiet, **kwargs)
     if result.already_complete:
         _out(f"run {result.run_id} is already complete; nothing to resume")
+    lost = result.outcome.lost if result.outcome is not None else ()
+    if lost:
+        return _service_lost(lost, result)
     if result.interrupted:
         return _interrupted(
             result,

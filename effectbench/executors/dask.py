@@ -22,8 +22,8 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,11 @@ import anyio
 import attrs
 import structlog
 
-from effectbench.core.events import EpisodeFailed, EpisodePlanned
+from effectbench.core.events import EpisodeAbandoned, EpisodeFailed, EpisodePlanned, event_data
 from effectbench.core.model import AgentReport, FailureClass, Snapshot
+from effectbench.core.services import ServiceLoss
 from effectbench.executors.base import INSTALL_HINT, ExecutorError
+from effectbench.run.health import Health
 from effectbench.run.plan import EpisodeSpec, Plan
 from effectbench.run.scheduler import EpisodeOutcome, Scheduler, SchedulerOptions
 
@@ -52,6 +54,10 @@ TASKS_PER_WORKER = 8
 MAX_BATCH = 64
 CLOSE_TIMEOUT = 30.0
 """Seconds to close the client and a local cluster at the end of a run."""
+LOST_CLOSE_TIMEOUT = 5.0
+"""The same once the workers or the scheduler were lost: there is nothing left to wait for."""
+POLL_S = 1.0
+"""How often the harness asks the scheduler which workers are running (at most)."""
 
 
 class WorkerStartError(Exception):
@@ -247,9 +253,26 @@ async def stop_on_worker(run_id: str, timeout: float) -> str | None:
     return f"did not finish within {timeout:g}s" if scope.cancelled_caught else None
 
 
-async def _closed(thing: Any) -> None:
-    """Close a client or cluster even while the run is being cancelled (Ctrl-C), bounded."""
-    with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
+@contextmanager
+def _client_logs_quiet() -> Iterator[None]:
+    """While the harness talks to a user's scheduler, Dask's client does not print its
+    own tracebacks when that scheduler goes away: the run says so in one line."""
+    import logging
+
+    logger = logging.getLogger("distributed.client")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+async def _closed(thing: Any, health: Health) -> None:
+    """Close a client or cluster even while the run is being cancelled (Ctrl-C), bounded
+    (briefly once the cluster was lost: there is nothing left to wait for)."""
+    limit = LOST_CLOSE_TIMEOUT if health.fatal else CLOSE_TIMEOUT
+    with anyio.CancelScope(shield=True), anyio.move_on_after(limit):
         await thing.close()
 
 
@@ -270,7 +293,7 @@ def _import_distributed() -> Any:
 
 
 @asynccontextmanager
-async def _setup_on_workers(client: Any, setup: WorkerSetup) -> AsyncIterator[str]:
+async def _setup_on_workers(client: Any, setup: WorkerSetup, health: Health) -> AsyncIterator[str]:
     """Give every worker, present or future, the run's setup (a worker plugin, see
     dask_setup); what each task is given to find it: the run id."""
     from effectbench.executors.dask_setup import SetupPlugin
@@ -282,7 +305,8 @@ async def _setup_on_workers(client: Any, setup: WorkerSetup) -> AsyncIterator[st
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
             try:
-                await client.unregister_worker_plugin(plugin.name)
+                if not health.fatal:  # a lost cluster has no plugin left to remove
+                    await client.unregister_worker_plugin(plugin.name)
             except Exception as exc:  # noqa: BLE001 - the run's result stands
                 log.warning("worker_plugin.unregister_failed", error=f"{type(exc).__name__}: {exc}")
 
@@ -347,7 +371,9 @@ class DaskExecutor:
         return executor
 
     @asynccontextmanager
-    async def _client(self, concurrency: int, scratch: Path | None = None) -> Any:
+    async def _client(
+        self, concurrency: int, health: Health, scratch: Path | None = None
+    ) -> Any:
         distributed = _import_distributed()
         if self.address is not None:
             try:
@@ -359,10 +385,11 @@ class DaskExecutor:
                     f"cannot reach the Dask scheduler at {self.address} ({exc}); start it with "
                     "`dask scheduler` and give its address"
                 ) from None
-            try:
-                yield client
-            finally:
-                await _closed(client)
+            with _client_logs_quiet():
+                try:
+                    yield client
+                finally:
+                    await _closed(client, health)
             return
         cluster = await self._local_cluster(distributed, concurrency, scratch)
         try:
@@ -372,9 +399,9 @@ class DaskExecutor:
             try:
                 yield client
             finally:
-                await _closed(client)
+                await _closed(client, health)
         finally:
-            await _closed(cluster)
+            await _closed(cluster, health)
 
     async def _local_cluster(
         self, distributed: Any, concurrency: int, scratch: Path | None = None
@@ -413,9 +440,10 @@ class DaskExecutor:
         async with (
             self._client(
                 scheduler.options.concurrency,
+                scheduler.health,
                 None if scheduler.state_root is None else scheduler.state_root / "dask",
             ) as client,
-            _setup_on_workers(client, setup) as shared,
+            _setup_on_workers(client, setup, scheduler.health) as shared,
         ):
             await client.run_on_scheduler(_no_retries)
             workers = max(1, self.n_workers or len(client.scheduler_info()["workers"]))
@@ -426,7 +454,16 @@ class DaskExecutor:
                 # our own workers' slots already bound what runs: one more batch per worker
                 # may wait on it, so a freed slot starts the next without a round trip here
                 tasks += workers
-            run = _HarnessRun(scheduler, client, shared, distributed.KilledWorker, batch, tasks)
+            run = _HarnessRun(
+                scheduler,
+                client,
+                shared,
+                distributed.KilledWorker,
+                distributed.client.FutureCancelledError,
+                batch,
+                tasks,
+                self.address,
+            )
             try:
                 await run.run(pending)
             finally:
@@ -440,12 +477,75 @@ class _HarnessRun:
     client: Any
     shared: Any
     killed: type[BaseException]
+    """Dask's KilledWorker: the worker running the batch died."""
+    cut: type[BaseException]
+    """Dask's FutureCancelledError: the client lost the scheduler (or the run cancelled it)."""
     batch: int
     tasks: int
     """Batches submitted at once."""
+    address: str | None = None
+    """The user's scheduler (``dask://``); None for the harness's own LocalCluster."""
     inflight: set[Any] = attrs.Factory(set)
+    held: dict[int, list[EpisodeSpec]] = attrs.Factory(dict)
+    """The batches not yet written, by slot: what a lost cluster leaves unrun."""
+    loss: ServiceLoss | None = None
 
     async def run(self, pending: Iterable[EpisodeSpec]) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch_workers, tg.cancel_scope)
+            await self._submit(pending)
+            tg.cancel_scope.cancel()  # every batch was written: the watch ends too
+        if self.loss is not None:
+            await self._abandon_held()
+
+    async def _watch_workers(self, group: anyio.CancelScope) -> None:
+        """End the run when no worker has run for ``worker_timeout`` seconds (or the
+        scheduler has not answered for as long): Dask would wait for one for ever."""
+        limit = self.scheduler.options.worker_timeout
+        poll = min(POLL_S, limit / 4)
+        seen = anyio.current_time()
+        while True:
+            running = await self._running_workers(limit)
+            if running:
+                seen = anyio.current_time()
+            elif anyio.current_time() - seen >= limit:
+                if running is None:
+                    service, how = f"the Dask scheduler at {self.address}", "unreachable"
+                else:
+                    service, how = "the Dask workers", "no live worker"
+                self.loss = ServiceLoss(service, f"{how} for {limit:g}s")
+                group.cancel()
+                return
+            await anyio.sleep(poll)
+
+    async def _running_workers(self, limit: float) -> int | None:
+        """How many workers the scheduler has running; None when it did not answer."""
+        with anyio.move_on_after(limit):
+            try:
+                return len(await self.client.scheduler.ncores_running())
+            except Exception:  # noqa: BLE001 - any failure to answer is an unreachable scheduler
+                return None
+        return None
+
+    async def _abandon_held(self) -> None:
+        """The batches the lost cluster held: planned, then abandoned, so the log says
+        which episodes it took; ``--resume`` runs them again."""
+        assert self.loss is not None
+        reason = f"{self.loss.service} died ({self.loss.how}) while it ran; resume runs it again"
+        held = [spec for chunk in self.held.values() for spec in chunk]
+        with anyio.CancelScope(shield=True):
+            for spec in held:
+                ep = spec.episode_id
+                await self.scheduler.write_events(
+                    [
+                        (EpisodePlanned.TYPE, self.scheduler.planned_data(spec), ep, None),
+                        (EpisodeAbandoned.TYPE, event_data(EpisodeAbandoned(reason)), ep, None),
+                    ]
+                )
+        self.held.clear()
+        self.scheduler.health.lost(attrs.evolve(self.loss, abandoned=len(held)), fatal=True)
+
+    async def _submit(self, pending: Iterable[EpisodeSpec]) -> None:
         # in flight: at most ``concurrency`` episodes, in tasks of up to ``batch`` each
         limiter = anyio.CapacityLimiter(self.tasks)
         specs = iter(pending)
@@ -466,13 +566,15 @@ class _HarnessRun:
     async def _slot(
         self, chunk: list[EpisodeSpec], limiter: anyio.CapacityLimiter, token: object, group: Any
     ) -> None:
+        self.held[id(token)] = chunk
         try:
-            await self._batch(chunk, group)
+            await self._batch(chunk, group, id(token))
         finally:
             limiter.release_on_behalf_of(token)
 
-    async def _batch(self, chunk: list[EpisodeSpec], group: Any) -> None:
-        for _ in range(MAX_LOST + 1):
+    async def _batch(self, chunk: list[EpisodeSpec], group: Any, slot: int) -> None:
+        lost = 0
+        while lost <= MAX_LOST:
             future = self.client.submit(
                 run_batch_on_worker,
                 self.shared,
@@ -485,6 +587,7 @@ class _HarnessRun:
             try:
                 done: list[Done] = await future
             except WorkerStartError as exc:
+                del self.held[slot]
                 self.scheduler.fail_start(
                     f"{exc}; nothing more ran. Fix it, then continue with: "
                     f"effectbench run --resume {self.scheduler.run_dir}"
@@ -494,14 +597,28 @@ class _HarnessRun:
             except self.killed:
                 # nothing of these was written: run them again on fresh systems of record
                 log.warning("episodes.worker_lost", episodes=len(chunk))
+                lost += 1
+                continue
+            except self.cut:
+                # the client lost the scheduler: submit again once it is back (the watch
+                # ends the run if it does not come back within the worker timeout)
+                await self._reconnected()
                 continue
             finally:
                 self.inflight.discard(future)
-            for spec, slim in zip(chunk, done, strict=True):
-                await self.scheduler.record_episode(*_fill(spec, slim, self.scheduler))
+            with anyio.CancelScope(shield=True):  # written whole: a lost cluster takes none of it
+                del self.held[slot]
+                for spec, slim in zip(chunk, done, strict=True):
+                    await self.scheduler.record_episode(*_fill(spec, slim, self.scheduler))
             return
-        for spec in chunk:
-            await self._lost(spec)
+        with anyio.CancelScope(shield=True):
+            del self.held[slot]
+            for spec in chunk:
+                await self._lost(spec)
+
+    async def _reconnected(self) -> None:
+        while self.client.status != "running":
+            await anyio.sleep(POLL_S)
 
     async def _lost(self, spec: EpisodeSpec) -> None:
         ep = spec.episode_id
@@ -525,6 +642,8 @@ class _HarnessRun:
     async def stop(self) -> None:
         """Cancel what is still in flight (an interrupted run), then stop every worker's
         provider."""
+        if self.loss is not None:  # nothing to cancel or stop that can still answer
+            return
         if self.inflight:
             await self.client.cancel(list(self.inflight))
         limit = self.scheduler.options.teardown_timeout

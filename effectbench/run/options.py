@@ -30,6 +30,7 @@ _WORDS: Final = {
     "episode_timeout": "the episode timeout",
     "provider_timeout": "the provider timeout",
     "screenshots": "the screenshot policy",
+    "worker_timeout": "the worker timeout",
     "min_coverage": "the minimum coverage",
     "agent_log_budget": "the agent log budget",
 }
@@ -75,6 +76,10 @@ class RunOptions:
     """Which screenshots arms record are kept: none, an episode's final one, or all."""
     browsers: int | None = None
     """Chromium processes for browser arms (None: ``default_browsers(concurrency)``)."""
+    worker_timeout: float = 60.0
+    """Seconds a Dask run may go without a live worker (or a reachable scheduler) before
+    it stops: what was in flight is abandoned for ``--resume`` and the run ends with
+    ExitCode.SERVICE_LOST."""
     prices: PriceTable | None = None
     """Prices a model call whose arm gave no cost, from its model and tokens
     (``cost_source = "price_table:<version>"``); None: such a cost stays unknown."""
@@ -118,6 +123,11 @@ class RunOptions:
             raise OptionsError(
                 "provider_timeout",
                 f"must be a finite, positive number of seconds, got {self.provider_timeout}",
+            )
+        if not _positive_seconds(self.worker_timeout):
+            raise OptionsError(
+                "worker_timeout",
+                f"must be a finite, positive number of seconds, got {self.worker_timeout}",
             )
         for what, value in (
             ("the oracle re-read backoff", self.oracle_backoff),

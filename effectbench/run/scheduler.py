@@ -74,7 +74,9 @@ from effectbench.core.provider import (
     Telemetry,
 )
 from effectbench.core.rundir import LOG_FILE, RunDir
+from effectbench.core.services import ServiceLoss
 from effectbench.run import statedir, storage
+from effectbench.run.health import Health
 from effectbench.run.mutate import run_mutations, wants_mutations
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
@@ -143,6 +145,8 @@ class RunOutcome:
     failed: int
     final_hash: str = ""
     """The chain hash of the last line this run wrote: what its log's readers must see."""
+    lost: tuple[ServiceLoss, ...] = ()
+    """Harness-owned services that died during the run (ExitCode.SERVICE_LOST)."""
 
 
 class ResumeError(EffectBenchError):
@@ -417,6 +421,8 @@ class Scheduler:
         self._writer: Any = None
         self.executor = executor
         """Where episodes run (effectbench.executors); None runs them here, as always."""
+        self.health = Health()
+        """The run's watch over the services it owns (effectbench.run.health)."""
 
     @property
     def log_path(self) -> Path:
@@ -531,6 +537,7 @@ class Scheduler:
             try:
                 async with anyio.create_task_group() as outer:
                     with anyio.CancelScope() as work:
+                        self.health.on_fatal(work.cancel)
                         self._work = work
                         if signals is not None:
                             outer.start_soon(self._watch_signals, signals, work, caught)
@@ -571,6 +578,7 @@ class Scheduler:
             finished=self._finished,
             failed=self._failed,
             final_hash=writer.last_hash,
+            lost=self.health.losses,
         )
 
     async def _emit_run_finished(self, writer: Any, interrupted: bool) -> None:
@@ -772,15 +780,23 @@ class Scheduler:
         outcome: EpisodeOutcome,
     ) -> None:
         """Write a whole episode that ran elsewhere (its events keep their timestamps)."""
-        emit = self._writer.emit
-        for type_, data, ep, ts in entries:
-            await emit(type_, data, ep, ts)
+        await self.write_events(entries)
         if outcome.failure_class is None:
             self._finished += 1
         else:
             self._failed += 1
         if self.observer is not None:
             self.observer.episode_done(outcome)
+
+    async def write_events(
+        self, entries: Sequence[tuple[str, Mapping[str, Any], str | None, float | None]]
+    ) -> None:
+        """Write events as they are (a ts of None: the writer's clock); an episode that a
+        lost service took (planned, then abandoned) counts as neither finished nor failed,
+        so ``--resume`` runs it again."""
+        emit = self._writer.emit
+        for type_, data, ep, ts in entries:
+            await emit(type_, data, ep, ts)
 
     # ---- end of the executor seam ----
 
@@ -832,6 +848,7 @@ class Scheduler:
         emit = self._emit
         assert emit is not None
         ep = spec.episode_id
+        since = self.health.deaths
         await emit(*_typed(self._planned(spec)), ep)
         outcome = EpisodeOutcome(spec, FailureClass.UNKNOWN)
         failure: _Episode | None = None
@@ -854,7 +871,12 @@ class Scheduler:
         except _Episode as exc:
             failure = exc
         except anyio.get_cancelled_exc_class() as exc:
-            await _reraise_if_stopping()  # the run is stopping: no terminal event, resume reruns it
+            try:  # the run is stopping: no terminal event, resume reruns it
+                await _reraise_if_stopping()
+            except BaseException:
+                if self.health.deaths > since:  # stopped by a lost service: counted against it
+                    self.health.abandoned(since)
+                raise
             failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
         except Exception as exc:  # a harness fault: never stop the run for it, but for storage
             if storage.storage_cause(exc) is not None:
@@ -873,6 +895,16 @@ class Scheduler:
                 teardown_error = await self._teardown(provisioned)
                 if teardown_error is not None and failure is None:
                     failure = _Episode(FailureClass.ENVIRONMENT, "teardown", teardown_error)
+        if self.health.deaths > since:  # a service it ran on died meanwhile: never scored
+            loss = self.health.losses[since]
+            await emit(
+                *_typed(
+                    EpisodeAbandoned(f"{loss.service} died while it ran; resume runs it again")
+                ),
+                ep,
+            )
+            self.health.abandoned(since)
+            return
         if failure is None:
             await emit(*_typed(EpisodeFinished()), ep)
             self._finished += 1
