@@ -371,9 +371,7 @@ class DaskExecutor:
         return executor
 
     @asynccontextmanager
-    async def _client(
-        self, concurrency: int, health: Health, scratch: Path | None = None
-    ) -> Any:
+    async def _client(self, concurrency: int, health: Health, scratch: Path | None = None) -> Any:
         distributed = _import_distributed()
         if self.address is not None:
             try:
