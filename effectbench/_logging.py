@@ -1,3 +1,17 @@
-"""Old import path, kept so existing imports work: the code lives in `effectbench.cli.logsetup`."""
+"""Old import path ``effectbench._logging``: the code lives in ``effectbench.cli.logsetup``.
 
-from effectbench.cli.logsetup import *
+Every name warns (DeprecationWarning) and the path goes in effectbench 0.3
+(docs/deprecations.md).
+"""
+
+from effectbench.core.relocated import relocated
+
+__getattr__, __dir__ = relocated(
+    __name__,
+    {
+        "effectbench.cli.logsetup": (
+            "LogFormat",
+            "configure",
+        ),
+    },
+)

@@ -1,7 +1,38 @@
-"""Old import path, kept so existing imports work: the code lives in `effectbench.outputs`."""
+"""Old import path ``effectbench.artifacts``: the code lives in ``effectbench.outputs.artifacts``.
 
-from effectbench.outputs.artifacts import *
-from effectbench.outputs.logpass import LogPass  # noqa: F401
-from effectbench.outputs.logpass import RunFacts as _RunFacts  # noqa: F401
-from effectbench.outputs.logpass import Spill as _Spill  # noqa: F401
-from effectbench.outputs.rows import ROW_OPTS as _ROW_OPTS  # noqa: F401
+Every name warns (DeprecationWarning) and the path goes in effectbench 0.3
+(docs/deprecations.md).
+"""
+
+from effectbench.core.relocated import relocated
+
+__getattr__, __dir__ = relocated(
+    __name__,
+    {
+        "effectbench.outputs.artifacts": (
+            "ArtifactSet",
+            "build_artifacts",
+            "dump_json",
+            "manifest_plan_index",
+            "recompute_metrics_from_results",
+            "render_summary",
+            "rescore_artifacts",
+            "scoring_version",
+        ),
+        "effectbench.core.errors": ("ArtifactError",),
+        "effectbench.core.rundir": (
+            "ARTIFACT_FILES",
+            "LOG_FILE",
+            "MANIFEST_FILE",
+            "METRICS_FILE",
+            "RESULTS_FILE",
+            "SUMMARY_FILE",
+        ),
+        "effectbench.outputs.logpass": ("LogPass",),
+        "effectbench.outputs.rows": (
+            "TASK_AXES",
+            "record_from_row",
+            "record_row",
+        ),
+    },
+)

@@ -1,4 +1,14 @@
-"""Old import path, kept so existing imports work: the code lives in
-`effectbench.scoring.classify`."""
+"""Old import path ``effectbench.classify``: the code lives in ``effectbench.scoring.classify``.
 
-from effectbench.scoring.classify import *
+Every name warns (DeprecationWarning) and the path goes in effectbench 0.3
+(docs/deprecations.md).
+"""
+
+from effectbench.core.relocated import relocated
+
+__getattr__, __dir__ = relocated(
+    __name__,
+    {
+        "effectbench.scoring.classify": ("classify",),
+    },
+)

@@ -421,6 +421,24 @@ class EmbeddedServer:
             raise
         return self.dsn
 
+    async def died(self) -> str:
+        """Return once the server's postmaster has exited (it is not our child: pg_ctl
+        detached it, so its pid is watched through a pidfd); how, in a few words."""
+        if self.dir is None:
+            raise RuntimeError("EmbeddedServer.died before start()")
+        pid = _postmaster_pid(self.dir / "data")
+        if pid is None:
+            return "its postmaster.pid is gone"
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return f"its postmaster (pid {pid}) is gone"
+        try:
+            await anyio.wait_readable(fd)  # readable once the process has exited
+        finally:
+            os.close(fd)
+        return f"its postmaster (pid {pid}) exited"
+
     def stop(self) -> None:
         """Stop the server (fast shutdown) and delete its directory. Idempotent. Blocking."""
         directory, lock = self.dir, self._lock
@@ -620,6 +638,21 @@ class PgRun:
         return with_database(
             self.admin_dsn, database, user=self.oracle_role, password=self._oracle_password
         )
+
+    async def abandon(self) -> None:
+        """The server died under the run: close what it held there, quietly (nothing is
+        left to drop; the restarted server is a new one). Idempotent."""
+        released, self._released = self._released, None
+        task, self._dropper = self._dropper, None
+        if released is not None:
+            released.close()
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+        admins, self._admins = self._admins, []
+        for conn in admins:
+            with contextlib.suppress(Exception):
+                await conn.close()
 
     async def close(self) -> None:
         """Drop every database and the role of this run, release the lock. Idempotent."""

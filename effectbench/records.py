@@ -1,4 +1,25 @@
-"""Old import path, kept so existing imports work: the code lives in
-`effectbench.scoring.records`."""
+"""Old import path ``effectbench.records``: the code lives in ``effectbench.scoring.records``.
 
-from effectbench.scoring.records import *
+Every name warns (DeprecationWarning) and the path goes in effectbench 0.3
+(docs/deprecations.md).
+"""
+
+from effectbench.core.relocated import relocated
+
+__getattr__, __dir__ = relocated(
+    __name__,
+    {
+        "effectbench.scoring.records": (
+            "EpisodeRecord",
+            "EpisodeTelemetry",
+        ),
+        "effectbench.core.model": (
+            "Category",
+            "FailureClass",
+            "Outcome",
+            "Substrate",
+            "SwerVariant",
+            "TrueState",
+        ),
+    },
+)

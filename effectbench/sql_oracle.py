@@ -1,4 +1,25 @@
-"""Old import path, kept so existing imports work: the code lives in
-`effectbench.oracles.sqlite`."""
+"""Old import path ``effectbench.sql_oracle``: the code lives in ``effectbench.oracles.sqlite``.
 
-from effectbench.oracles.sqlite import *
+Every name warns (DeprecationWarning) and the path goes in effectbench 0.3
+(docs/deprecations.md).
+"""
+
+from effectbench.core.relocated import relocated
+
+__getattr__, __dir__ = relocated(
+    __name__,
+    {
+        "effectbench.oracles.sqlite": (
+            "RowChange",
+            "SnapshotDiff",
+            "SqliteAllTablesOracle",
+            "TableDiff",
+            "connect_ro",
+            "diff_snapshots",
+            "outside_effect",
+            "read_all_tables",
+            "ro_uri",
+            "user_tables",
+        ),
+    },
+)

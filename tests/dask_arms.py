@@ -29,3 +29,17 @@ class BarrierArm:
         while not (where / "go").exists() and time.monotonic() < deadline:
             await anyio.sleep(0.02)
         return AgentReport(reported_success=False, halted=True, message="barrier")
+
+
+class ProductAfterBarrierArm(BarrierArm):
+    """A ``BarrierArm`` that reads the product back once it is let go, so a product whose
+    database died meanwhile fails the request (and logs its traceback)."""
+
+    name = "barrier_product"
+
+    async def run(self, task: TaskView, env: object) -> AgentReport:
+        report = await super().run(task, env)
+        verifier = getattr(env, "verifier", None)
+        if verifier is not None:
+            await verifier.read()
+        return report

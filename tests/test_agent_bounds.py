@@ -25,7 +25,7 @@ from effectbench.core.model import AgentReport
 from effectbench.core.prices import PriceTableError, parse_prices
 from effectbench.core.provider import EnvHandle, ModelCall
 from effectbench.core.rundir import RunDir
-from effectbench.log import read_log
+from effectbench.log.reader import read_log
 from effectbench.testing import InMemoryProvider, NoopArm, ScriptedArm, run_cli, untimed_run
 
 REPLAY = Path(__file__).with_name("agents") / "replay_agent.py"

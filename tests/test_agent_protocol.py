@@ -15,11 +15,11 @@ from test_log import _check
 from effectbench.agents import ExecArm, protocol
 from effectbench.agents.reference import PYTHON_AGENT
 from effectbench.arm import TaskView
-from effectbench.log import read_log
+from effectbench.log.reader import read_log
 from effectbench.model import AgentReport
-from effectbench.plan import ProviderInfo, build_plan
 from effectbench.provider import EnvHandle
-from effectbench.scheduler import Scheduler, SchedulerOptions
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
 from effectbench.schema import load_agent_protocol_schema
 from effectbench.testing import InMemoryProvider
 
@@ -264,7 +264,7 @@ def test_an_agent_that_cannot_start_fails_its_episode(tmp_path: Path) -> None:
 
 
 def test_exec_specs_name_the_script_and_version_its_bytes(tmp_path: Path) -> None:
-    from effectbench.registry import Registry
+    from effectbench.run.registry import Registry
 
     script = tmp_path / "my_agent.js"
     script.write_text("// v1\n")

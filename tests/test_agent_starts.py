@@ -16,9 +16,9 @@ from effectbench.agents import ExecArm
 from effectbench.agents.starts import START_FAILURE_LIMIT
 from effectbench.core.exitcodes import ExitCode
 from effectbench.core.rundir import RunDir
-from effectbench.log import read_log
-from effectbench.plan import ProviderInfo, build_plan
-from effectbench.scheduler import Scheduler, SchedulerOptions
+from effectbench.log.reader import read_log
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
 from effectbench.testing import InMemoryProvider, run_cli
 
 SCRIPTED = Path(__file__).with_name("agents") / "scripted_agent.py"

@@ -17,8 +17,8 @@ import anyio
 import pytest
 
 from effectbench.agents import ExecArm
-from effectbench.plan import ProviderInfo, build_plan
-from effectbench.scheduler import Scheduler, SchedulerOptions
+from effectbench.run.plan import ProviderInfo, build_plan
+from effectbench.run.scheduler import Scheduler, SchedulerOptions
 from effectbench.testing import InMemoryProvider, effectbench_command
 
 DAEMON_AGENT = Path(__file__).with_name("agents") / "daemon_agent.py"

@@ -1,14 +1,18 @@
 """The package's import graph: no cycles, dependencies only pointing down the layers.
 
-The graph is read with ast from the source (function-local and TYPE_CHECKING imports
-included), so a cycle hidden inside a function still counts. Old import paths kept for
-plugins and in-flight branches are shims: nothing inside the package may import them.
+The graph is read with ast from the source, and counts every way a module can load
+another: import statements (function-local and TYPE_CHECKING ones included, so a cycle
+hidden inside a function still counts) and strings that name a module (a lazy
+``__init__`` map, ``importlib.import_module("effectbench.x")``, a ``relocated(...)``
+table, ``"module:attribute"``). Old import paths kept for plugins and in-flight branches
+are shims: nothing inside the package may import them.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,37 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("effectbench.api", "effectbench.testing", "effectbench.audit.runner"),
     ("effectbench.cli", "effectbench.scaffold", "effectbench.__main__", "effectbench"),
 )
-
-# Old module paths, kept as re-exports of their new homes (see docs/architecture.md).
-SHIM_MODULES = frozenset(
-    f"effectbench.{name}"
-    for name in (
-        "model",
-        "codec",
-        "events",
-        "provider",
-        "arm",
-        "rundir",
-        "judge",
-        "classify",
-        "stats",
-        "records",
-        "sql_oracle",
-        "plan",
-        "scheduler",
-        "registry",
-        "artifacts",
-        "parallel",
-        "pack",
-        "console",
-        "_logging",
-    )
-)
-# Packages whose __init__ is the old module of the same name: importing a *name* from
-# them (not a submodule) goes through the shim.
-SHIM_PACKAGES = frozenset(
-    f"effectbench.{name}" for name in ("log", "scoring", "verify", "audit", "cli")
-)
+TOP = len(LAYERS) - 1
 
 
 def _modules() -> dict[str, Path]:
@@ -87,6 +61,36 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _is_relocation(path: Path) -> bool:
+    """Whether the module is only an old path: a docstring, the import of
+    ``effectbench.core.relocated`` and ``__getattr__, __dir__ = relocated(...)``."""
+    body = ast.parse(path.read_text("utf-8")).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    imports = [n for n in body if isinstance(n, ast.ImportFrom)]
+    calls = [n for n in body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)]
+    return (
+        len(body) == 2
+        and [n.module for n in imports] == ["effectbench.core.relocated"]
+        and len(calls) == 1
+        and getattr(calls[0].value.func, "id", None) == "relocated"
+    )
+
+
+RELOCATED = frozenset(m for m, path in MODULES.items() if _is_relocation(path))
+"""Old paths that warn (docs/deprecations.md). Each forwards to its new homes, so it sits
+at the top, above all of them, like the other old top-level paths."""
+KEPT = frozenset({"effectbench.model", "effectbench.provider", "effectbench.arm"})
+"""Old paths kept for good: the public plugin API, star re-exports of effectbench.core."""
+SHIM_MODULES = RELOCATED | KEPT
+# Packages whose __init__ is the old module of the same name: importing a *name* from
+# them (not a submodule) goes through the shim.
+SHIM_PACKAGES = frozenset(
+    {"effectbench.verify"} | {m for m in RELOCATED if MODULES[m].name == "__init__.py"}
+)
+LOGGER_CALLS = frozenset({"get_logger", "getLogger"})
+
+
 def _owner(name: str) -> str:
     """The module a dotted import name lives in (a name imported from a module -> it)."""
     while name not in MODULES:
@@ -94,10 +98,33 @@ def _owner(name: str) -> str:
     return name
 
 
+def _named_modules(tree: ast.AST) -> Iterator[str]:
+    """Modules named by a string: ``"effectbench.x.y"`` or ``"effectbench.x.y:attr"``
+    anywhere (a lazy map, an importlib call, a relocation table), docstrings and logger
+    names aside. The bare distribution name ``"effectbench"`` is no import."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            skip.add(id(body[0].value))
+        if isinstance(node, ast.Call):
+            func = node.func
+            if getattr(func, "attr", getattr(func, "id", None)) in LOGGER_CALLS:
+                skip.update(id(arg) for arg in node.args)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            name, _, attribute = node.value.partition(":")
+            if "." in name and name in MODULES and (not attribute or attribute.isidentifier()):
+                yield name
+
+
 def _imports(module: str, path: Path) -> Iterator[tuple[str, bool]]:
     """(imported module, goes through a shim) for every effectbench import in the file."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+    tree = ast.parse(path.read_text("utf-8"))
+    for name in _named_modules(tree):
+        yield name, name in SHIM_MODULES
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "effectbench":
@@ -125,15 +152,16 @@ def _is_shim(module: str) -> bool:
 
 
 def _graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {}
-    for module, path in MODULES.items():
-        if _is_shim(module):
-            continue
-        graph[module] = {t for t, _ in _imports(module, path) if t != module and not _is_shim(t)}
-    return graph
+    """Every module, old paths included, with everything it can load."""
+    return {
+        module: {t for t, _ in _imports(module, path) if t != module}
+        for module, path in MODULES.items()
+    }
 
 
 def _layer(module: str) -> int:
+    if module in RELOCATED:
+        return TOP
     best = None
     for index, prefixes in enumerate(LAYERS):
         for prefix in prefixes:
@@ -187,6 +215,60 @@ def test_the_walker_sees_function_local_imports_and_cycles() -> None:
     assert "effectbench.api" in _graph()["effectbench.cli.commands"]
 
 
+def test_the_walker_sees_lazy_maps_and_importlib_strings(tmp_path: Path) -> None:
+    """A module loaded through a string is an edge like an import statement; a docstring,
+    a logger's name, a message and the distribution's name are not."""
+    source = tmp_path / "lazy.py"
+    source.write_text(
+        textwrap.dedent(
+            '''
+            """Mentions effectbench.api in its docstring."""
+            import importlib
+            import structlog
+
+            _LAZY = {"evaluate": "effectbench.api"}
+            log = structlog.get_logger("effectbench.run.scheduler")
+            DIST = "effectbench"
+            SAY = "effectbench: error"
+
+            def load():
+                """And effectbench.verify.compare here."""
+                importlib.import_module("effectbench.audit.checks")
+                return __import__("effectbench.outputs.artifacts")
+
+            ENTRY = "effectbench.arms.baselines:ScreenOnlyArm"
+            '''
+        ),
+        "utf-8",
+    )
+    found = {t for t, _ in _imports("effectbench.core.lazy", source)}
+    assert found == {
+        "effectbench.api",
+        "effectbench.audit.checks",
+        "effectbench.outputs.artifacts",
+        "effectbench.arms.baselines",
+    }
+
+
+def test_upward_edges_through_strings_count() -> None:
+    """The two that pointed up before the old package names became relocations: the
+    scoring package's lazy map named the projections, the audit's the runner and the
+    CLI. As code of their own packages those edges point up; as old paths they are
+    at the top, where the old top-level modules are."""
+    assert "effectbench.projections.episodes" in _graph()["effectbench.scoring"]
+    assert {"effectbench.audit.runner", "effectbench.cli.audit"} <= _graph()["effectbench.audit"]
+    assert {"effectbench.scoring", "effectbench.audit"} <= RELOCATED
+    assert _layer("effectbench.scoring.judge") < _layer("effectbench.projections.episodes")
+
+
+def test_old_paths_are_only_relocations() -> None:
+    """Every module that relocates names does nothing else (else it would sit at the
+    top for its other code too), and the helper's own module is none."""
+    users = {m for m, path in MODULES.items() if "relocated(" in path.read_text("utf-8")}
+    assert users - {"effectbench.core.relocated"} == set(RELOCATED)
+    assert len(RELOCATED) == 21
+
+
 def test_no_import_cycles() -> None:
     cycles = _cycles(_graph())
     assert cycles == [], f"{len(cycles)} import cycle(s): {cycles}"
@@ -220,21 +302,21 @@ def test_nothing_inside_the_package_imports_a_shim() -> None:
     assert offenders == []
 
 
-def _names_imported_from_old_paths() -> dict[str, set[str]]:
-    """Every name plugins_example and providers/ import from a shimmed module path."""
-    names: dict[str, set[str]] = {}
+FIRST_PARTY = ("plugins_example", "providers")
+"""The first-party plugins: the template third parties copy, MockMed and Roundup."""
+
+
+def _first_party_imports() -> Iterator[tuple[Path, str, str]]:
+    """(file, module, name) for every name a first-party plugin imports from effectbench."""
     root = PACKAGE.parent
-    paths = [
-        *root.joinpath("plugins_example").rglob("*.py"),
-        *root.joinpath("providers").rglob("*.py"),
-    ]
-    for path in paths:
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
-                continue
-            if node.module in SHIM_MODULES or node.module in SHIM_PACKAGES:
-                names.setdefault(node.module, set()).update(a.name for a in node.names)
-    return names
+    for top in FIRST_PARTY:
+        for path in sorted(root.joinpath(top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                    continue
+                if node.module.split(".")[0] == "effectbench":
+                    for alias in node.names:
+                        yield path.relative_to(root), node.module, alias.name
 
 
 # The public plugin API: every name a plugin may import from the documented paths.
@@ -268,12 +350,15 @@ PUBLIC_API = {
         "SPEC_VERSION",
     ),
 }
+HOMES_OF_PUBLIC = {f"effectbench.core.{m.rpartition('.')[2]}": m for m in PUBLIC_API}
 
 
-@pytest.mark.parametrize("module", sorted(SHIM_MODULES | SHIM_PACKAGES))
-def test_old_paths_reexport_the_new_homes(module: str) -> None:
+@pytest.mark.parametrize("module", sorted(PUBLIC_API))
+def test_the_public_plugin_paths_reexport_the_new_homes(module: str) -> None:
     shim = importlib.import_module(module)
-    wanted = set(PUBLIC_API.get(module, ())) | _names_imported_from_old_paths().get(module, set())
+    wanted = set(PUBLIC_API[module]) | {
+        name for _, source, name in _first_party_imports() if source == module
+    }
     missing = sorted(name for name in wanted if not hasattr(shim, name))
     assert missing == []
     # A re-export is the very object of the new home, not a copy.
@@ -284,11 +369,57 @@ def test_old_paths_reexport_the_new_homes(module: str) -> None:
             assert getattr(importlib.import_module(home), value.__name__, None) is value
 
 
-def test_plugins_example_imports_the_old_public_paths() -> None:
-    # The example plugin is the template third parties copy: it keeps the documented
-    # paths, so the suite exercises them for real.
-    used = _names_imported_from_old_paths()
-    assert {"effectbench.provider", "effectbench.model"} <= set(used)
+def test_first_party_plugins_import_plugin_types_from_the_documented_paths() -> None:
+    """MockMed, Roundup and the example import what docs/writing-a-provider.md tells a
+    third party to (effectbench.model, .provider, .arm), so the template people copy
+    looks like the docs; never the core modules behind them."""
+    through_core = [
+        f"{path}: from {module} import {name} (use {HOMES_OF_PUBLIC[module]})"
+        for path, module, name in _first_party_imports()
+        if module in HOMES_OF_PUBLIC
+    ]
+    assert through_core == []
+    used = {module for _, module, _ in _first_party_imports()}
+    assert set(PUBLIC_API) <= used | {"effectbench.arm"}
+
+
+def _relocated_paths() -> dict[str, frozenset[str]]:
+    """Old path -> the names it forwards with a warning (effectbench.core.relocated)."""
+    found: dict[str, frozenset[str]] = {}
+    for module, path in MODULES.items():
+        if "relocated(" in path.read_text("utf-8") and module != "effectbench.core.relocated":
+            names = importlib.import_module(module).__all__
+            kept = {"main"} if module == "effectbench.cli" else set()
+            found[module] = frozenset(names) - kept
+    return found
+
+
+def test_nothing_in_the_repository_imports_a_relocated_path() -> None:
+    """Tests, benches and first-party plugins use the new homes (the package itself:
+    test_nothing_inside_the_package_imports_a_shim); the suite's filterwarnings turns
+    a use that slips through at run time into an error too."""
+    relocated = _relocated_paths()
+    root = PACKAGE.parent
+    offenders = []
+    for top in ("tests", "bench", *FIRST_PARTY):
+        for path in sorted(root.joinpath(top).rglob("*.py")):
+            if path.name == "test_deprecations.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    old = relocated.get(node.module, frozenset())
+                    offenders += [
+                        f"{path.relative_to(root)}:{node.lineno} {node.module}.{a.name}"
+                        for a in node.names
+                        if a.name in old
+                    ]
+                elif isinstance(node, ast.Import):
+                    offenders += [
+                        f"{path.relative_to(root)}:{node.lineno} import {a.name}"
+                        for a in node.names
+                        if a.name in relocated and MODULES[a.name].name != "__init__.py"
+                    ]
+    assert offenders == []
 
 
 @pytest.mark.parametrize(

@@ -588,7 +588,8 @@ def test_the_audit_bounds_provisioning_by_its_provider_timeout(tmp_path: Path) -
     """``--provider-timeout`` reaches the audit's run: a provider that never finishes
     provisioning fails each episode (audit incomplete) instead of hanging; a non-positive
     value is one clear line, exit 2."""
-    from effectbench.audit import audit_cli_main, audit_provider
+    from effectbench.audit.runner import audit_provider
+    from effectbench.cli.audit import audit_cli_main
     from effectbench.testing import InMemoryProvider
 
     async def go() -> AuditReport:
@@ -747,11 +748,11 @@ def test_an_oracle_that_never_checks_a_fixed_field_fails_the_audit(tmp_path: Pat
 
 
 def test_the_roster_and_the_report_are_still_importable_from_their_old_paths() -> None:
-    """checks.py was split by job; callers of effectbench.audit(.checks) see the same objects."""
-    import effectbench.audit as package
+    """checks.py was split by job; callers of effectbench.audit.checks see the same objects
+    (the old package names: tests/test_deprecations.py)."""
     from effectbench.audit import checks, report, roster
 
     for module in (roster, report):
         for name in module.__all__:
-            assert getattr(checks, name) is getattr(module, name) is getattr(package, name), name
+            assert getattr(checks, name) is getattr(module, name), name
     assert {"AuditError", "audit_log", "attestations", "is_refusal_control"} <= set(checks.__all__)

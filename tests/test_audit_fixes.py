@@ -10,7 +10,7 @@ import anyio
 import attrs
 import pytest
 
-from effectbench.audit import AuditReport
+from effectbench.audit.report import AuditReport
 from effectbench.audit.runner import audit_provider
 from effectbench.model import (
     Category,

@@ -437,7 +437,7 @@ def test_an_isolated_hostile_browser_agent_gets_nothing_out_of_a_real_run(tmp_pa
     from effectbench.agents import ExecArm
     from effectbench.agents.reference import CDP_AGENT, system_python
     from effectbench.api import execute
-    from effectbench.log import read_log
+    from effectbench.log.reader import read_log
 
     secret_file = tmp_path / "host" / "secret.txt"
     secret_file.parent.mkdir()

@@ -98,3 +98,32 @@ def test_a_warning_still_reaches_stderr_in_the_chosen_format(
     assert [e["event"] for e in logged] == ["event_log.torn_tail"]
     assert logged[0]["level"] == "warning"
     assert "torn_tail" not in proc.stdout
+
+
+def _loads(module: str) -> list[str]:
+    """The effectbench modules a fresh interpreter has loaded after ``import module``."""
+    code = (
+        f"import sys, {module}; "
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'effectbench')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    return proc.stdout.split()
+
+
+def test_a_package_init_loads_nothing_but_its_own_facade() -> None:
+    """The old names of effectbench.cli and effectbench.log load only when asked for:
+    importing the CLI's structlog set-up loads 6 effectbench modules (19 when
+    cli/__init__ re-exported the commands), the log's line check no reader."""
+    assert _loads("effectbench.cli.logsetup") == [
+        "effectbench",
+        "effectbench.cli",
+        "effectbench.cli.logsetup",
+        "effectbench.core",
+        "effectbench.core.relocated",
+        "effectbench.core.versions",
+    ]
+    assert "effectbench.log.reader" not in _loads("effectbench.log.lines")
+    assert "effectbench.audit.checks" not in _loads("effectbench.audit.attest")
+    assert "effectbench.projections.episodes" not in _loads("effectbench.scoring.judge")

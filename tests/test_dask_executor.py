@@ -25,8 +25,8 @@ from cli_env import TESTS, pythonpath_env
 from dask_arms import BARRIER_ENV
 
 from effectbench.api import evaluate_provider
-from effectbench.events import TERMINAL_TYPES
-from effectbench.log import open_log_writer, read_log
+from effectbench.core.events import TERMINAL_TYPES
+from effectbench.log.reader import open_log_writer, read_log
 from effectbench.testing import effectbench_command, run_cli, untimed_run
 
 # Two test processes may each start a cluster: the second's HTTP server takes another port.
@@ -202,7 +202,7 @@ def test_a_worker_without_the_plugin_says_so_in_one_line(
 def test_without_dask_the_executor_says_how_to_install_it(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['distributed'] = None\n"
-        "from effectbench.cli import main\n"
+        "from effectbench.cli.commands import main\n"
         f"sys.exit(main(['run', '--executor', 'dask-local:2', '--out', {str(tmp_path / 'r')!r}]))\n"
     )
     done = subprocess.run(

@@ -16,7 +16,7 @@ from effectbench_mockmed.anchor import MODES
 from effectbench.agents import ExecArm
 from effectbench.agents.reference import system_python
 from effectbench.api import execute
-from effectbench.log import read_log
+from effectbench.log.reader import read_log
 from effectbench.verify import verify_run
 
 HOSTILE = Path(__file__).with_name("agents") / "hostile_agent.py"

@@ -31,7 +31,7 @@ from effectbench.arms.llm import (
     from_environment,
 )
 from effectbench.arms.llm.client import ChatClient, ModelEndpointError
-from effectbench.arms.llm.prices import load_prices
+from effectbench.core.prices import load_prices
 from effectbench.provider import Telemetry
 from effectbench.serve import LocalServer
 

@@ -17,7 +17,7 @@ import orjson
 import psycopg
 import pytest
 
-from effectbench.console import reference_rows
+from effectbench.cli.console import reference_rows
 from effectbench.pgserver import with_database
 from effectbench.testing import effectbench_command, run_cli
 
@@ -377,5 +377,70 @@ def test_a_killed_run_is_resumed_and_its_server_stopped_by_the_next_start(tmp_pa
         assert list(root.glob("srv-*")) == []  # and the resumed run stopped its own
         results = _results(out)
         assert len(results) == 36 and all(r["failure_class"] is None for r in results)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_embedded_server_is_said_restarted_once_and_its_episodes_resumed(
+    tmp_path: Path,
+) -> None:
+    """The harness's own PostgreSQL server SIGKILLed while four episodes are in flight on
+    it: one line says so, the server is restarted and the run goes on; the episodes in
+    flight are abandoned (never scored) and the run exits 5; the product's tracebacks
+    stay off the terminal; --resume runs the abandoned ones."""
+    import shutil
+    import signal
+    import tempfile
+    import time
+
+    tests = Path(__file__).resolve().parent
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    root = Path(tempfile.mkdtemp(prefix="ebk-", dir="/dev/shm"))  # short: the socket is in it
+    env = _pg_env(
+        EFFECTBENCH_PG_DIR=str(root),
+        EFFECTBENCH_TEST_BARRIER=str(barrier),
+        PYTHONPATH=os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
+    )
+    out = tmp_path / "run"
+    argv = ["--provider", "mockmed-pg", "--arm", "dask_arms:ProductAfterBarrierArm"]
+    try:
+        proc = subprocess.Popen(
+            [*effectbench_command(), "run", *argv, "--trials", "1", "--concurrency", "4"]
+            + ["--out", str(out), "-q"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        while len(list(barrier.glob("inflight-*"))) < 4:  # four episodes on the server
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.01)
+        (server,) = root.glob("srv-*")
+        os.kill(int((server / "data" / "postmaster.pid").read_text().split()[0]), signal.SIGKILL)
+        seen = []
+        for line in proc.stderr:  # the harness says it at once; then the arms go on
+            seen.append(line)
+            if "the PostgreSQL server died" in line:
+                break
+        (barrier / "go").touch()
+        _, err = proc.communicate(timeout=240)
+        err = "".join(seen) + err
+        assert proc.returncode == 5, err
+        assert "restarted, and the run went on; 4 episode(s) in flight on it were abandoned" in err
+        assert f"effectbench run --resume {out}" in err
+        assert "Traceback" not in err and "Exception in ASGI application" not in err, err
+        events = [orjson.loads(x) for x in (out / "events.jsonl").read_bytes().splitlines()]
+        abandoned = {e["ep"] for e in events if e["type"] == "episode.abandoned"}
+        ended = [e["ep"] for e in events if e["type"] in ("episode.finished", "episode.failed")]
+        assert len(abandoned) == 4 and len(ended) == 5 and abandoned.isdisjoint(ended)
+        assert all(e["type"] != "episode.failed" for e in events), "blamed on someone"
+
+        resumed = _cli("run", "--resume", str(out), "-q", cwd=tmp_path, env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert len(_results(out)) == 9 and all(r["failure_class"] is None for r in _results(out))
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -12,7 +12,8 @@ import attrs
 import pytest
 from ledger_plugin import NAMED, WEAK, LedgerProvider, ledger_task, sound, unchecked
 
-from effectbench.audit import AuditReport, audit_log
+from effectbench.audit.checks import audit_log
+from effectbench.audit.report import AuditReport
 from effectbench.audit.runner import audit_provider
 from effectbench.model import Effect, FieldEquals, OracleSpec, ParamRef, RecordWritten
 from effectbench.testing import InMemoryProvider, memory_task

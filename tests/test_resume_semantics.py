@@ -14,8 +14,8 @@ import orjson
 from cli_env import TESTS, pythonpath_env
 
 from effectbench.api import evaluate_provider, execute
-from effectbench.console import PlainProgress
-from effectbench.events import TERMINAL_TYPES
+from effectbench.cli.console import PlainProgress
+from effectbench.core.events import TERMINAL_TYPES
 from effectbench.testing import InMemoryProvider, ScriptedArm, run_cli
 
 

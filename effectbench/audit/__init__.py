@@ -1,20 +1,49 @@
-"""Old import path ``effectbench.audit``: the checks (checks.py, which re-exports the
-roster of roster.py and the report types of report.py), the runner (runner.py) and the
-command (effectbench.cli.audit), re-exported lazily so that importing a light submodule
-(attest.py) does not load the checks."""
+"""The adversarial audit: the roster, the report, the checks, the mutation score, the
+attester, the runner (one module each; the command is ``effectbench.cli.audit``).
 
-import importlib
-from typing import Any
+This ``__init__`` is also the old module ``effectbench.audit``: its names warn
+(DeprecationWarning) and go in effectbench 0.3 (docs/deprecations.md). It imports nothing
+until an old name is asked for, so importing a light submodule (attest.py) does not load
+the checks, and the audit's layer does not depend on the runner or the CLI above it.
+"""
 
-_LAZY = {
-    "audit_provider": "effectbench.audit.runner",
-    "audit_cli_main": "effectbench.cli.audit",
-}
+from effectbench.core.relocated import relocated
 
-
-def __getattr__(name: str) -> Any:
-    module = importlib.import_module(_LAZY.get(name, "effectbench.audit.checks"))
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise AttributeError(f"module 'effectbench.audit' has no attribute {name!r}") from None
+__getattr__, __dir__ = relocated(
+    __name__,
+    {
+        "effectbench.audit.checks": (
+            "AuditError",
+            "attestations",
+            "audit_log",
+            "is_refusal_control",
+        ),
+        "effectbench.arms.adversaries": ("DIFF_ADVERSARY_NAMES",),
+        "effectbench.audit.report": (
+            "AUDITED",
+            "AUDIT_FILE",
+            "AuditReport",
+            "BROKEN",
+            "GAMEABLE",
+            "INCOMPLETE",
+            "INERT",
+            "LEAKY",
+            "TaskAudit",
+            "UNTESTED",
+            "WEAK",
+            "format_audit",
+        ),
+        "effectbench.audit.roster": (
+            "AUDIT_ARMS",
+            "DEFAULT_TRIALS",
+            "DO_NOTHING_ADVERSARIES",
+            "EXEMPT_ON_CONTROL",
+            "WRITING_ADVERSARIES",
+            "audit_arms",
+            "fixed_fields",
+            "value_arm_names",
+        ),
+        "effectbench.audit.runner": ("audit_provider",),
+        "effectbench.cli.audit": ("audit_cli_main",),
+    },
+)

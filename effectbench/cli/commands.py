@@ -362,7 +362,7 @@ def _service_lost(lost: Any, result: Any) -> int:
         click.echo(f"effectbench: {loss.line()}", err=True)
     if result.interrupted:
         click.echo(
-            "the episodes that did not run are unscored; once it is back, continue with: "
+            "the episodes it took are unscored; once it is back, continue with: "
             f"effectbench run --resume {result.run_dir}",
             err=True,
         )

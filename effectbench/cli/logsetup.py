@@ -25,8 +25,35 @@ from typing import Any, Literal
 LogFormat = Literal["console", "json"]
 
 
+PRODUCT_LOGGERS = ("uvicorn.error",)
+"""Where a served product's own errors are logged (uvicorn's "Exception in ASGI
+application" with the product's traceback): the product's, not the harness's, so they
+go to the harness's log at debug level instead of the user's terminal."""
+
+
+class _AtDebug(logging.Handler):
+    """Hands a stdlib record on to structlog at debug level, traceback included."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        import structlog
+
+        text = record.getMessage()
+        if record.exc_info:
+            text = f"{text}\n{logging.Formatter().formatException(record.exc_info)}"
+        structlog.get_logger(record.name).debug(text)
+
+
+def _route_product_logs() -> None:
+    for name in PRODUCT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, _AtDebug) for h in logger.handlers):
+            logger.addHandler(_AtDebug())
+        logger.propagate = False  # else Python's last-resort handler prints it to stderr
+
+
 def configure(fmt: LogFormat = "console", *, verbosity: int = 0) -> None:
     """``verbosity`` 0 shows warnings and errors, 1 adds info, 2 and more add debug."""
+    _route_product_logs()
     for finder in [f for f in sys.meta_path if isinstance(f, _OnImport)]:
         sys.meta_path.remove(finder)
     if "structlog" in sys.modules:

@@ -8,9 +8,29 @@ value is what the run reports in one line and what ``RunOutcome.lost`` carries.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import attrs
 
-__all__ = ["ServiceLoss"]
+__all__ = ["Service", "ServiceLoss"]
+
+
+class Service(Protocol):
+    """A service a provider owns for the run and lets the harness watch: the provider's
+    optional ``services()`` returns these after ``start`` (docs/writing-a-provider.md)."""
+
+    @property
+    def name(self) -> str:
+        """For a user: "the PostgreSQL server"."""
+        ...
+
+    async def died(self) -> str:
+        """Return once the service has died, saying how in a few words."""
+        ...
+
+    async def restart(self) -> None:
+        """Bring it back (once per run); raise when it cannot be."""
+        ...
 
 
 @attrs.frozen

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import anyio
 import attrs
 import structlog
 
-from effectbench.core.services import ServiceLoss
+from effectbench.core.services import Service, ServiceLoss
 
 __all__ = ["Health"]
 
@@ -29,6 +30,52 @@ class Health:
     _stop: Callable[[], None] | None = None
     fatal: bool = False
     """A loss stopped the run: what was not done is for ``--resume``."""
+    _back: anyio.Event | None = None
+    """Set when the service being restarted is back; None while none is."""
+
+    @property
+    def restarting(self) -> bool:
+        return self._back is not None
+
+    async def ready(self) -> None:
+        """Wait while a service is being restarted (an episode starts on the new one)."""
+        while self._back is not None:
+            await self._back.wait()
+
+    async def watch(self, service: Service) -> None:
+        """Watch one service for the run (a task the scheduler cancels at its end): at
+        its first death it is restarted once, with new episodes held until it is back;
+        a second death, or a restart that fails, stops the run."""
+        restarts = 0
+        while not self.fatal:
+            how = await service.died()
+            index = len(self._losses)
+            self._losses.append(ServiceLoss(service.name, how))  # in-flight episodes: abandoned
+            if restarts:
+                self._end()
+                return
+            log.warning(f"{service.name} died ({how}); restarting it")
+            back = self._back = anyio.Event()
+            try:
+                await service.restart()
+            except Exception as exc:  # noqa: BLE001 - the service's own failure: reported as the loss
+                error = " ".join(str(exc).split()) or type(exc).__name__
+                failed = f"{how}; restart failed: {error}"
+                self._losses[index] = attrs.evolve(self._losses[index], how=failed)
+                self._end()
+                return
+            finally:
+                self._back = None
+                back.set()
+            self._losses[index] = attrs.evolve(self._losses[index], restarted=True)
+            restarts += 1
+
+    def _end(self) -> None:
+        """Stop the run (once): a loss it cannot go on from."""
+        if not self.fatal:
+            self.fatal = True
+            if self._stop is not None:
+                self._stop()
 
     @property
     def deaths(self) -> int:
@@ -49,10 +96,8 @@ class Health:
         self._losses.append(loss)
         if not fatal:
             log.warning(f"{loss.service} died ({loss.how}); the run goes on")
-        if fatal and not self.fatal:
-            self.fatal = True
-            if self._stop is not None:
-                self._stop()
+        else:
+            self._end()
 
     def abandoned(self, since: int, n: int = 1) -> None:
         """``n`` episodes that started when ``since`` services had died were abandoned:

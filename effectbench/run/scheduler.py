@@ -74,7 +74,7 @@ from effectbench.core.provider import (
     Telemetry,
 )
 from effectbench.core.rundir import LOG_FILE, RunDir
-from effectbench.core.services import ServiceLoss
+from effectbench.core.services import Service, ServiceLoss
 from effectbench.run import statedir, storage
 from effectbench.run.health import Health
 from effectbench.run.mutate import run_mutations, wants_mutations
@@ -362,6 +362,13 @@ async def _reraise_if_stopping() -> None:
     awaited a task it had cancelled), which is then that episode's failure alone. Left
     alone, such a stray cancellation would cancel the task group and every other episode."""
     await anyio.lowlevel.checkpoint_if_cancelled()
+
+
+def _services(provider: BenchmarkProvider) -> Sequence[Service]:
+    """The services a started provider lets the harness watch (its optional
+    ``services()``); a provider without the hook has none."""
+    hook = getattr(provider, "services", None)
+    return list(hook()) if callable(hook) else []
 
 
 class _Episode(Exception):
@@ -715,9 +722,12 @@ class Scheduler:
                 self._all_started = True
                 return
             limiter = anyio.CapacityLimiter(self.options.concurrency)
-            async with contextlib.AsyncExitStack() as arms:
+            async with contextlib.AsyncExitStack() as arms, anyio.create_task_group() as watch:
+                for service in _services(self.provider):
+                    watch.start_soon(self.health.watch, service)
                 await self._enter_arms(arms)
                 await self._run_pending(itertools.chain((first,), remaining), limiter)
+                watch.cancel_scope.cancel()  # before stop(), which ends the services itself
         finally:
             limit = self.options.teardown_timeout
             with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
@@ -848,6 +858,8 @@ class Scheduler:
         emit = self._emit
         assert emit is not None
         ep = spec.episode_id
+        if self.health.restarting:  # a service is coming back: start on the new one
+            await self.health.ready()
         since = self.health.deaths
         await emit(*_typed(self._planned(spec)), ep)
         outcome = EpisodeOutcome(spec, FailureClass.UNKNOWN)

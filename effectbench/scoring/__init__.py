@@ -1,28 +1,23 @@
-"""Pure scoring: judge, classify, the episode labels and the statistics.
+"""Pure scoring: judge, classify, the episode labels and the statistics (one module each).
 
-Old import path ``effectbench.scoring``: its names are re-exported lazily from their homes
-(``SCORING_VERSION`` lives in ``effectbench.core.versions``).
+This ``__init__`` is also the old module ``effectbench.scoring``, "the public scoring
+surface": its names warn (DeprecationWarning) and go in effectbench 0.3
+(docs/deprecations.md). It imports nothing until an old name is asked for, so importing
+``effectbench.scoring.judge`` does not load the projections that ``fold_episode`` lives in.
 """
 
-from __future__ import annotations
+from effectbench.core.relocated import relocated
 
-import importlib
-from typing import Any
-
-_HOMES = {
-    "SCORING_VERSION": "effectbench.core.versions",
-    "ProjectionError": "effectbench.projections.episodes",
-    "fold_episode": "effectbench.projections.episodes",
-    "project_episodes": "effectbench.projections.episodes",
-    "classify": "effectbench.scoring.classify",
-    "judge": "effectbench.scoring.judge",
-    "row_matches": "effectbench.scoring.judge",
-    "same_value": "effectbench.scoring.judge",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'effectbench.scoring' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__, __dir__ = relocated(
+    __name__,
+    {
+        "effectbench.core.versions": ("SCORING_VERSION",),
+        "effectbench.projections.episodes": (
+            "ProjectionError",
+            "fold_episode",
+            "project_episodes",
+        ),
+        "effectbench.scoring.classify": ("classify",),
+        "effectbench.scoring.judge": ("judge", "row_matches", "same_value"),
+    },
+)

@@ -12,7 +12,6 @@ from effectbench_example_notes import BODY_LIMIT, TASKS, NotesOracle, NotesProvi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effectbench.judge import judge
 from effectbench.model import (
     Category,
     ParamRef,
@@ -24,7 +23,8 @@ from effectbench.model import (
     trial_params,
 )
 from effectbench.provider import BenchmarkProvider, EnvHandle, ProvisionedEpisode
-from effectbench.registry import Registry
+from effectbench.run.registry import Registry
+from effectbench.scoring.judge import judge
 
 pytestmark = pytest.mark.anyio
 

@@ -1,23 +1,21 @@
-"""The LLM arm's price table: the harness's one, in ``effectbench.core.prices``.
-
-Kept as a name the arm's users already import; the code lives one layer down so the
-harness (``--prices``) and the arm price tokens with the same table and rules.
+"""Old import path ``effectbench.arms.llm.prices``: the price table is the harness's one,
+in ``effectbench.core.prices`` (so ``--prices`` and the LLM arm price tokens with the same
+table and rules). Every name warns (DeprecationWarning) and the path goes in
+effectbench 0.3 (docs/deprecations.md).
 """
 
-from effectbench.core.prices import (
-    ModelPrice,
-    PriceTable,
-    PriceTableError,
-    load_prices,
-    parse_prices,
-    price_calls,
-)
+from effectbench.core.relocated import relocated
 
-__all__ = [
-    "ModelPrice",
-    "PriceTable",
-    "PriceTableError",
-    "load_prices",
-    "parse_prices",
-    "price_calls",
-]
+__getattr__, __dir__ = relocated(
+    __name__,
+    {
+        "effectbench.core.prices": (
+            "ModelPrice",
+            "PriceTable",
+            "PriceTableError",
+            "load_prices",
+            "parse_prices",
+            "price_calls",
+        ),
+    },
+)

@@ -14,7 +14,7 @@ from typing import Final
 
 import attrs
 
-from effectbench.core.model import Category
+from effectbench.model import Category
 
 
 @attrs.frozen

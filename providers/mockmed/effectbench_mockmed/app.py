@@ -29,7 +29,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from effectbench.core.model import JSONScalar
+from effectbench.model import JSONScalar
 from effectbench_mockmed.faults import Fault
 from effectbench_mockmed.store import TABLE, StoreSchema, Submission
 

@@ -16,8 +16,8 @@ from typing import Final
 import aiohttp
 import orjson
 
-from effectbench.core.model import JSONScalar, Row, Snapshot
-from effectbench.core.provider import ProductResponse, Telemetry
+from effectbench.model import JSONScalar, Row, Snapshot
+from effectbench.provider import ProductResponse, Telemetry
 
 _BANNER: Final = re.compile(r"<div id='banner' class='(saved|error)'>([^<]*)</div>")
 

@@ -28,8 +28,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from effectbench.core.model import JSONScalar, Row, Snapshot
-from effectbench.core.provider import ProductResponse, Telemetry
+from effectbench.model import JSONScalar, Row, Snapshot
+from effectbench.provider import ProductResponse, Telemetry
 from effectbench_mockmed.client import read_banner
 
 DDL: Final = (

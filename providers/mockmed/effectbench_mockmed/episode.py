@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio
 
-from effectbench.core.model import TaskSpec
-from effectbench.core.provider import EnvHandle, Oracle, Telemetry
+from effectbench.model import TaskSpec
+from effectbench.provider import EnvHandle, Oracle, Telemetry
 from effectbench_mockmed.faults import Fault
 from effectbench_mockmed.store import remove_database
 

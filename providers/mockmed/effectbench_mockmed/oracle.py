@@ -12,7 +12,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from effectbench.core.model import Row, Snapshot
+from effectbench.model import Row, Snapshot
 from effectbench_mockmed.store import BUSY_TIMEOUT_MS
 
 _TABLES = (

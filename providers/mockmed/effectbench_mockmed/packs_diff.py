@@ -19,7 +19,7 @@ import attrs
 import orjson
 
 from effectbench.arms.reference import REFERENCE_NAME
-from effectbench.core.model import (
+from effectbench.model import (
     Category,
     Change,
     Delete,
@@ -32,8 +32,8 @@ from effectbench.core.model import (
     Update,
     Value,
 )
-from effectbench.core.provider import EnvHandle, ProvisionedEpisode, Telemetry
 from effectbench.oracles.sqlite_store import SqliteStore
+from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
 from effectbench.serve import LocalServer
 from effectbench_mockmed.diff_product import (
     FAULTS,

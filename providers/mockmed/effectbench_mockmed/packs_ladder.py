@@ -25,7 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
-from effectbench.core.model import (
+from effectbench.model import (
     Category,
     Effect,
     FieldEquals,
@@ -36,8 +36,8 @@ from effectbench.core.model import (
     Substrate,
     TaskSpec,
 )
-from effectbench.core.provider import Oracle
 from effectbench.oracles.sqlite import SqliteAllTablesOracle
+from effectbench.provider import Oracle
 from effectbench_mockmed.faults import LADDER_FAULTS
 from effectbench_mockmed.provider import VERSION, MockMedProvider, PackDef
 from effectbench_mockmed.store import COLUMNS, SCHEMA, StoreSchema

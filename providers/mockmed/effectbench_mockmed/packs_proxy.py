@@ -21,9 +21,9 @@ from typing import Final
 
 import attrs
 
-from effectbench.core.model import JSONScalar, TaskSpec
-from effectbench.core.provider import ActionRecord
 from effectbench.faults import FaultProxy, ProxyPlan
+from effectbench.model import JSONScalar, TaskSpec
+from effectbench.provider import ActionRecord
 from effectbench_mockmed.faults import FAULTS, Fault, StoreFault
 from effectbench_mockmed.provider import Front, MockMedProvider, PackDef
 from effectbench_mockmed.tasks import PREFIX, TASKS

@@ -18,6 +18,7 @@ it cannot be).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -27,8 +28,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import anyio
 import attrs
 
-from effectbench.core.model import Category, TaskSpec
-from effectbench.core.provider import ProvisionedEpisode
+from effectbench.model import Category, TaskSpec
+from effectbench.provider import ProvisionedEpisode
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.episode import Episode, LiveEpisodes, http_env, mode_fault
@@ -39,6 +40,7 @@ from effectbench_mockmed.store import COLUMNS, TABLE, StoreSchema, seed_tables
 from effectbench_mockmed.tasks import PREFIX, STALE_SEED, TASKS
 
 if TYPE_CHECKING:
+    from effectbench.core.services import Service
     from effectbench.oracles.postgres import PostgresOracle
     from effectbench.pgpool import DatabasePool, PooledDatabase
     from effectbench.pgserver import EmbeddedServer, PgRun
@@ -104,6 +106,25 @@ def _pg_release(
             await pool.give_back(db)
 
     return release
+
+
+@attrs.frozen
+class _EmbeddedPg:
+    """The harness's own server as a watched service (effectbench.core.services): the
+    one the provider runs on now, which a restart replaces."""
+
+    current: Callable[[], EmbeddedServer | None]
+    restart_run: Callable[[], Awaitable[None]]
+    name: str = "the PostgreSQL server"
+
+    async def died(self) -> str:
+        server = self.current()
+        if server is None:
+            return "the provider holds no server"
+        return await server.died()
+
+    async def restart(self) -> None:
+        await self.restart_run()
 
 
 class MockMedPgProvider:
@@ -212,10 +233,34 @@ class MockMedPgProvider:
     def base_url(self) -> str | None:
         return None if self._running is None else f"http://127.0.0.1:{self._running.port}/"
 
+    def services(self) -> Sequence[Service]:
+        """The embedded server, for the harness to watch and restart (a user's server
+        given by DSN is the user's to keep up)."""
+        running = self._running
+        if running is None or running.embedded is None:
+            return []
+        return [_EmbeddedPg(self._embedded, self._restart)]
+
+    def _embedded(self) -> EmbeddedServer | None:
+        return None if self._running is None else self._running.embedded
+
+    async def _restart(self) -> None:
+        """After the embedded server died: drop what ran on it (its connections, product
+        server and directory; their errors are the dead server's), then start afresh."""
+        running, self._running = self._running, None
+        if running is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self._stop_running(running, lost=True)
+        await self.start()
+
     async def stop(self) -> None:
         running, self._running = self._running, None
         if running is None:
             return
+        await self._stop_running(running)
+
+    async def _stop_running(self, running: _Running, *, lost: bool = False) -> None:
+        """``lost``: the server died, so nothing on it is dropped (and nothing said)."""
         try:
             await self._live.teardown_all()
             with anyio.CancelScope(shield=True):
@@ -227,7 +272,7 @@ class MockMedPgProvider:
                 with anyio.CancelScope(shield=True):
                     try:
                         await running.pool.close()
-                        await running.run.close()
+                        await (running.run.abandon() if lost else running.run.close())
                     finally:
                         if running.embedded is not None:
                             await anyio.to_thread.run_sync(running.embedded.stop)

@@ -30,7 +30,7 @@ import anyio
 import attrs
 import structlog
 
-from effectbench.core.model import JSONScalar, Row
+from effectbench.model import JSONScalar, Row
 from effectbench_mockmed.faults import FAULTS, Fault, StoreFault
 from effectbench_mockmed.store import TABLE, StoreSchema, Submission
 

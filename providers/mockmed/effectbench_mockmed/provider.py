@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 import attrs
 
-from effectbench.core.model import TaskSpec
-from effectbench.core.provider import (
+from effectbench.model import TaskSpec
+from effectbench.oracles.sqlite_store import SqliteStore
+from effectbench.provider import (
     ActionRecord,
     Oracle,
     ProvisionedEpisode,
 )
-from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.episode import (  # TMPDIR_ENV, default_tmp_root: moved, kept here

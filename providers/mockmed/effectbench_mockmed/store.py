@@ -14,7 +14,7 @@ from typing import Final
 
 import attrs
 
-from effectbench.core.model import JSONScalar, Row
+from effectbench.model import JSONScalar, Row
 from effectbench_mockmed.faults import Fault, StoreFault
 
 TABLE: Final = "encounters"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from effectbench.core.model import (
+from effectbench.model import (
     Effect,
     FieldEquals,
     OracleSpec,

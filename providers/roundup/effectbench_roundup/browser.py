@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from effectbench.core.model import JSONScalar, Row, Snapshot
-from effectbench.core.provider import ProductResponse, Telemetry
+from effectbench.model import JSONScalar, Row, Snapshot
+from effectbench.provider import ProductResponse, Telemetry
 from effectbench_roundup.client import TARGET, issue_row
 from effectbench_roundup.pages import banner
 

@@ -15,8 +15,8 @@ from typing import Final
 
 import aiohttp
 
-from effectbench.core.model import JSONScalar, Row, Snapshot
-from effectbench.core.provider import ProductResponse, Telemetry
+from effectbench.model import JSONScalar, Row, Snapshot
+from effectbench.provider import ProductResponse, Telemetry
 from effectbench_roundup.pages import PageForm, banner, forms, selected_options, text_inputs
 
 __all__ = ["TARGET", "IssueReadback", "TrackerDriver"]

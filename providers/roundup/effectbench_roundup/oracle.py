@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
-from effectbench.core.model import Row, Snapshot
+from effectbench.model import Row, Snapshot
 
 __all__ = ["ISSUE_COLUMNS", "TrackerOracle", "read_tracker"]
 

@@ -21,10 +21,10 @@ from typing import Final
 
 import anyio
 
-from effectbench.core.model import TaskSpec
-from effectbench.core.provider import EnvHandle, ProvisionedEpisode, Telemetry
 from effectbench.faults import FaultProxy, ProxyPlan
+from effectbench.model import TaskSpec
 from effectbench.oracles.sqlite_store import SqliteStore
+from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
 from effectbench_roundup.tasks import TASKS
 from effectbench_roundup.tracker import NAME, Tracker, build_pristine
 

@@ -20,7 +20,7 @@ from typing import Final
 import attrs
 import orjson
 
-from effectbench.core.model import (
+from effectbench.model import (
     Category,
     Effect,
     FieldEquals,
