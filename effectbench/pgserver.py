@@ -40,6 +40,7 @@ import attrs
 import structlog
 
 from effectbench.core.children import Warden
+from effectbench.core.errors import ConfigurationError
 
 if TYPE_CHECKING:
     import psycopg
@@ -79,7 +80,7 @@ SERVER_SETTINGS: Final[tuple[tuple[str, str], ...]] = (
 )
 
 
-class PgConfigError(Exception):
+class PgConfigError(ConfigurationError):
     """The PostgreSQL configuration cannot be used; the message says what to do."""
 
 

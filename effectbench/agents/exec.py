@@ -44,6 +44,7 @@ from effectbench.agents.sandbox import Containment
 from effectbench.agents.starts import StartWatch
 from effectbench.core.agentlog import LogBudgetExceeded
 from effectbench.core.arm import TaskView
+from effectbench.core.errors import ConfigurationError
 from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle, Telemetry
 
@@ -109,7 +110,7 @@ class AgentStartFailed(AgentFailure):
     """The process could not be started."""
 
 
-class ContainmentUnavailable(Exception):
+class ContainmentUnavailable(ConfigurationError):
     """Isolation was required but this host cannot provide it; the message says why."""
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from effectbench.browser.contain import BrowserSandbox, browser_sandbox
+from effectbench.core.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Playwright
@@ -71,7 +72,7 @@ _PDEATHSIG: Final = (
 NODE_ENV: Final = "PLAYWRIGHT_NODEJS_PATH"
 
 
-class BrowserUnavailable(Exception):
+class BrowserUnavailable(ConfigurationError):
     """No usable browser (or no Playwright); the message says how to install one."""
 
 

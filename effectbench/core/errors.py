@@ -1,13 +1,79 @@
-"""The one base of every user-facing error.
+"""The one base of every user-facing error, and the map of every exception class.
 
 A user error is something the user can fix (a wrong option, a directory that is not a
-run, a broken plugin): its message says what to do, and the CLI prints it on one line
-and exits 2 by catching ``EffectBenchError``. Anything else is a bug.
+run, a broken plugin, a host that lacks what a run needs): its message says what to do,
+and the CLI prints it on one line and exits 2 by catching ``EffectBenchError``. Anything
+else is a bug. A configuration error (``ConfigurationError``) is the kind found on this
+host or in its settings: a server, a browser, bubblewrap, a model endpoint, a worker.
+
+Every exception class defined in effectbench is drawn below, each under its direct base,
+with the module (under ``effectbench.``) that defines it; ``(+ ValueError)`` names a second
+base that callers may catch. ``tests/test_errors.py`` checks both drawings against the
+classes the package defines, so a new class goes in here or the test fails::
+
+    EffectBenchError            core.errors
+    ├── ArtifactError           core.errors
+    │   └── PartialExport       verify.export
+    ├── AuditError              audit.checks
+    ├── ConfigurationError      core.errors
+    │   ├── BrowserUnavailable  browser.launch
+    │   ├── ContainmentUnavailable  agents.exec
+    │   ├── LlmNotConfigured    arms.llm
+    │   ├── PgConfigError       pgserver
+    │   └── WorkerStartError    executors.dask
+    ├── ExecutorError           executors.base
+    ├── InvalidSpec             core.model          (+ ValueError)
+    ├── LogError                log.lines
+    │   └── LogCorrupt          log.lines
+    │       ├── ChainBroken     log.lines
+    │       └── LogSchemaError  log.lines
+    ├── MetricsError            projections.metrics (+ ValueError)
+    ├── OptionsError            run.options         (+ ValueError)
+    ├── OutDirError             run.outdir
+    ├── PackError               audit.pack          (+ ValueError)
+    ├── PlanError               run.plan            (+ ValueError)
+    ├── PluginError             run.registry
+    │   └── UnknownPlugin       run.registry
+    ├── PriceTableError         core.prices         (+ ValueError)
+    ├── ProjectionError         projections.episodes (+ ValueError)
+    ├── ProviderStartError      run.scheduler
+    ├── ReportError             report.errors
+    ├── ResumeError             run.scheduler
+    ├── RunDirLost              run.outdir
+    ├── RunError                api
+    ├── ScaffoldError           scaffold.generate   (+ ValueError)
+    ├── StorageError            run.storage
+    └── StoreRefused            core.store
+
+Outside it, on purpose: signals caught where they are raised, an episode's failure that
+the log records, and warnings. None is an error of the user's, and none reaches the CLI
+(if one did, it would be a bug: "internal error", exit 1). Each root says why::
+
+    AgentFailure                agents.exec         an agent failed an episode: its logged failure
+    ├── AgentExited             agents.exec
+    ├── AgentGaveUp             agents.exec
+    ├── AgentMalformed          agents.exec
+    │   └── AgentOverBudget     agents.exec
+    ├── AgentStartFailed        agents.exec
+    └── AgentTimeout            agents.exec
+    CdpError                    browser.cdp         a DevTools command failed; the proxy handles it
+    FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
+    LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
+    ModelEndpointError          arms.llm.client     the model endpoint failed the arm's episode
+    SkipEpisode                 core.provider       a provider declined an episode: it is skipped
+    ToolError                   arms.llm.tools      a bad tool call: its message goes to the model
+    PluginWarning               run.registry        a warning (warnings.warn), never raised
+    └── DuplicatePluginWarning  run.registry
+    _Episode                    run.scheduler       an episode stage failed, with a failure class
+    _FixtureError               scoring.diff        fixture and diff disagree: indeterminate
+    _NoTwin                     run.mutate          no twin for a mutation: the audit logs why
+    _NotPlain                   core.codec          left by the fast decoder to the converter
+    _Unsound                    outputs.parallel    left by a worker to the one-process pass
 """
 
 from __future__ import annotations
 
-__all__ = ["ArtifactError", "EffectBenchError"]
+__all__ = ["ArtifactError", "ConfigurationError", "EffectBenchError"]
 
 
 class EffectBenchError(Exception):
@@ -16,3 +82,8 @@ class EffectBenchError(Exception):
 
 class ArtifactError(EffectBenchError):
     """The artifacts cannot be built; the message says what is wrong and what to do."""
+
+
+class ConfigurationError(EffectBenchError):
+    """This host or its settings lack what a run needs (a server, a browser, bubblewrap, a
+    model endpoint, a worker's setup); the message says what to install or set."""

@@ -31,6 +31,7 @@ import anyio
 import attrs
 import structlog
 
+from effectbench.core.errors import ConfigurationError
 from effectbench.core.events import EpisodeAbandoned, EpisodeFailed, EpisodePlanned, event_data
 from effectbench.core.model import AgentReport, FailureClass, Snapshot
 from effectbench.core.services import ServiceLoss
@@ -60,7 +61,7 @@ POLL_S = 1.0
 """How often the harness asks the scheduler which workers are running (at most)."""
 
 
-class WorkerStartError(Exception):
+class WorkerStartError(ConfigurationError):
     """A worker could not build or start the run's provider or arms (one line, picklable)."""
 
 

@@ -144,7 +144,16 @@ def _value_kinds(value: JSONScalar) -> list[tuple[str, JSONScalar]]:
         out.append(("set", ALTER_SUFFIX.lstrip("-")))
     else:
         out.append(("null", None))
-    return [(k, v) for k, v in out if type(v) is not type(value) or v != value]
+    return [(k, v) for k, v in out if not _same(v, value)]
+
+
+def _same(a: JSONScalar, b: JSONScalar) -> bool:
+    """Equal as the store compares: 0.0 is 0 (a mutation that changes nothing is none)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
 
 
 def _key_values(state: StoreState) -> dict[str, list[tuple[str, JSONScalar]]]:

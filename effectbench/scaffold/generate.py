@@ -18,6 +18,8 @@ from typing import Final
 
 import attrs
 
+from effectbench.core.errors import EffectBenchError
+
 __all__ = ["NAME_RULE", "Names", "ScaffoldError", "generate_provider", "names_for"]
 
 NAME_RULE: Final = (
@@ -28,7 +30,7 @@ _MAX_NAME: Final = 40
 _TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
 
 
-class ScaffoldError(ValueError):
+class ScaffoldError(EffectBenchError, ValueError):
     """The package cannot be written as asked; the message says what to change."""
 
 

@@ -21,6 +21,7 @@ from effectbench.arms.llm.client import ChatClient, ModelEndpointError, RetryPol
 from effectbench.arms.llm.loop import Budget, run_loop
 from effectbench.arms.llm.tools import tools_for
 from effectbench.core.arm import TaskView
+from effectbench.core.errors import ConfigurationError
 from effectbench.core.model import AgentReport
 from effectbench.core.prices import PriceTable, PriceTableError, load_prices
 from effectbench.core.provider import EnvHandle
@@ -43,7 +44,7 @@ ENV_API_KEY: Final = "EFFECTBENCH_LLM_API_KEY"
 ENV_PRICES: Final = "EFFECTBENCH_LLM_PRICES"
 
 
-class LlmNotConfigured(Exception):
+class LlmNotConfigured(ConfigurationError):
     """No endpoint or model to call; the message says what to set."""
 
 

@@ -41,12 +41,45 @@ VARIANTS: Final = ("csrf", "nocsrf")
 PREFIX: Final = "roundup"
 _WRITE: Final = r"/tp/issue\d*"
 
+_INDEX = "Roundup's full-text search index, rebuilt from the messages"
+_JOURNAL = "Roundup's history journal of a class: who changed what when, not the record itself"
+_BOOK = "when and by whom the node was created or last touched: bookkeeping, not the record"
+IRRELEVANT: Final = {
+    **{f"{t}.*": _INDEX for t in ("__words", "__textids", "__fts", "__fts_config",
+                                   "__fts_content", "__fts_data", "__fts_docsize", "__fts_idx")},
+    **{f"{c}__journal.*": _JOURNAL for c in ("issue", "msg", "user", "status", "priority",
+                                             "file", "keyword", "query")},
+    **{f"{c}.{col}": _BOOK for c in ("_issue", "_msg", "_user", "_status", "_priority",
+                                     "_keyword", "_file", "_query")
+       for col in ("_activity", "_actor", "_creation", "_creator")},
+    "ids.*": "the tracker's id counters: the next number a node gets",
+    "sessions.*": "web login sessions",
+    "otks.*": "one-time keys of web forms (CSRF tokens)",
+    "schema.*": "the tracker's pickled schema",
+    "issue_nosy.*": "who is e-mailed about an issue; these tasks send no mail",
+    "msg_recipients.*": "who a message was e-mailed to; these tasks send no mail",
+    "_msg._author": "the tracker's one user wrote every message",
+    "_msg._date": "when the message was posted",
+    "_msg._summary": "the message text's first line, which the oracle reads from its file",
+    "_msg._content": "unused: Roundup keeps a message's text in a file, which the oracle reads",
+    "_msg._messageid": "the e-mail Message-Id; these tasks send no mail",
+    "_msg._inreplyto": "the e-mail In-Reply-To; these tasks send no mail",
+    "_msg._type": "the MIME type of the text",
+    "_user.*": "the tracker's accounts; the oracle names an assignee by username (checked "
+    "where a task assigns)",
+    **{f"{t}.*": "searches, keywords and attachments these tasks never use"
+       for t in ("_query", "user_queries", "_keyword", "issue_keyword", "_file",
+                 "issue_files", "msg_files")},
+}  # fmt: skip
+"""What the tracker's oracle may ignore (the mutation audit, docs/audit.md)."""
+
 ORACLE: Final = OracleSpec(
     channel="snapshot",
     tables=("issue", "msg"),
     isolated_from_agent=True,
     trial_unique_payload=True,
     adversarially_audited=False,
+    irrelevant=IRRELEVANT,
 )
 REFUSAL_ORACLE: Final = attrs.evolve(ORACLE, refusal_controls=True)
 NOTE: Final = ParamRef("note")
