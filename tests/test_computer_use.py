@@ -255,3 +255,50 @@ def test_run_with_the_arm_and_nothing_configured_says_what_to_set(tmp_path: Path
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert "set EFFECTBENCH_CU_BASE_URL and EFFECTBENCH_CU_MODEL" in lines[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_every_screenshot_sent_is_stored_once_and_cited_by_the_actions_it_led_to(
+    run: dict[str, Any], tmp_path: Path
+) -> None:
+    import shutil
+
+    from test_rescore import _rechain
+
+    from effectbench.evidence import BLOB_DIR
+    from effectbench.verify import verify_run
+
+    run_dir: Path = run["dir"]
+    logged: dict[str, list[str]] = {}
+    for e in run["events"]:
+        if e["type"] == "episode.screenshot":
+            logged.setdefault(e["ep"], []).append(e["data"]["sha256"])
+        elif e["type"] == "episode.action" and e["data"]["kind"] == "computer":
+            detail = e["data"]["detail"]
+            # the action names the image it was chosen from, logged before it
+            assert detail["screenshot"] in logged.get(e["ep"], []), e
+            assert "x" in detail or detail["action"] in ("type", "key", "done"), detail
+    sent = sum(
+        1
+        for body in run["standin"].requests
+        for m in body["messages"][-1:]
+        if m.get("role") == "user"
+    )
+    sent -= len(run["standin"].throttled)  # a throttled request is sent again, same image
+    assert sum(len(v) for v in logged.values()) == sent > 0  # every image sent is logged
+    stored = {p.stem for p in (run_dir / BLOB_DIR).iterdir()}
+    assert stored == {s for shots in logged.values() for s in shots}  # once per content
+    assert verify_run(run_dir).ok
+
+    copy = tmp_path / "dropped"
+    shutil.copytree(run_dir, copy)
+    lines = (copy / "events.jsonl").read_bytes().splitlines()
+    victim = next(
+        i for i, ln in enumerate(lines)
+        if b'"episode.screenshot"' in ln and b"cu_banner::mockmed::ok" in ln
+    )  # fmt: skip
+    kept = lines[:victim] + lines[victim + 1 :]
+    (copy / "events.jsonl").write_bytes(b"\n".join(_rechain(kept)) + b"\n")
+    report = verify_run(copy)
+    assert any("that its episode did not log before it" in r for r in report.reasons), (
+        report.reasons
+    )

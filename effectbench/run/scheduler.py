@@ -364,6 +364,26 @@ async def _reraise_if_stopping() -> None:
     await anyio.lowlevel.checkpoint_if_cancelled()
 
 
+def _environment_gone(provisioned: ProvisionedEpisode) -> tuple[str, str] | None:
+    """(stage, reason) when what the episode ran on died under the arm: its browser
+    (Chromium crashed or was killed) or its own service (the provider's ``gone``)."""
+    page = provisioned.env.browser
+    if page is not None:
+        browser = page.context.browser
+        if page.is_closed() or (browser is not None and not browser.is_connected()):
+            return "browser", "the episode's Chromium died (its page or browser is gone)"
+    check = provisioned.gone
+    if check is not None:
+        try:
+            reason = check()
+        except Exception as exc:  # noqa: BLE001 - provider code: it cannot tell
+            log.debug("provider.gone_failed", error=_one_line(exc))
+            return None
+        if reason is not None:
+            return "service", str(reason)
+    return None
+
+
 def _services(provider: BenchmarkProvider) -> Sequence[Service]:
     """The services a started provider lets the harness watch (its optional
     ``services()``); a provider without the hook has none."""
@@ -1146,6 +1166,10 @@ class Scheduler:
             ),
             ep,
         )
+        gone = _environment_gone(provisioned)
+        if gone is not None:  # the arm's trouble, if any, followed from it: not the agent's
+            then = f"; then {arm_error}" if arm_error is not None else ""
+            raise _Episode(FailureClass.ENVIRONMENT, gone[0], f"{gone[1]}{then}")
         if arm_error is not None:
             raise _Episode(FailureClass.AGENT, "arm", arm_error)
         assert isinstance(report, AgentReport)

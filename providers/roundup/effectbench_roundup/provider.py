@@ -197,4 +197,5 @@ class RoundupProvider:
             # texts live in files beside it, which the handle does not reach)
             store=SqliteStore(tracker.home / "db" / "db"),
             injections=proxy.injections,
+            gone=tracker.gone,
         )

@@ -136,6 +136,26 @@ class Tracker:
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
+    def gone(self) -> str | None:
+        """Why the episode's roundup-server is no longer serving, or None while it runs."""
+        proc = self._proc
+        if proc is None:
+            return None
+        code = proc.returncode
+        if code is None:  # it may have exited and not been reaped yet: ask, leaving it be
+            try:
+                info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # reaped this instant: its return code is on its way
+                info = None
+            else:
+                if info is None:
+                    return None
+            if info is not None:
+                killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+                code = -info.si_status if killed else info.si_status
+        how = "" if code is None else f" (signal {-code})" if code < 0 else f" (status {code})"
+        return f"the Roundup tracker (roundup-server, pid {proc.pid}) died{how}"
+
     async def start(
         self, web: str, csrf: bool, on_port: Callable[[str], None] | None = None
     ) -> None:
