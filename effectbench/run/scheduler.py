@@ -433,6 +433,8 @@ class Scheduler:
         self._storage_lost: OSError | None = None
         """The first error of the harness's own storage (run/storage.py): the run stops."""
         self._work: anyio.CancelScope | None = None
+        self.state_root: Path | None = None
+        """This session's per-run state root (effectbench.run.statedir), while it runs."""
         self._provider_errors: dict[str, int] = {}
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
@@ -566,10 +568,12 @@ class Scheduler:
                         self._work = work
                         if signals is not None:
                             outer.start_soon(self._watch_signals, signals, work, caught)
-                        if self.executor is None:
-                            await self._run_all(pending)
-                        else:
-                            await self.executor.run_all(self, pending)
+                        with statedir.claimed(self.run_id, self.run_dir) as root:
+                            self.state_root = root
+                            if self.executor is None:
+                                await self._run_all(pending)
+                            else:
+                                await self.executor.run_all(self, pending)
                     # Interrupted means an episode of this session has no terminal event, for
                     # whatever reason; a signal after the last episode ended interrupts nothing.
                     done = self._finished + self._failed
@@ -662,7 +666,8 @@ class Scheduler:
         from effectbench.browser import BrowserPool, default_browsers
 
         pool = BrowserPool(
-            browsers=self.options.browsers or default_browsers(self.options.concurrency)
+            browsers=self.options.browsers or default_browsers(self.options.concurrency),
+            tmp_dir=None if self.state_root is None else self.state_root / "browser",
         )
         try:
             await pool.start()
@@ -714,14 +719,12 @@ class Scheduler:
             await self._stop_browsers()
             return
         hand_over = getattr(self.provider, "use_state_dir", None)
-        if callable(hand_over):  # the per-run root for episode state (effectbench.run.statedir)
-            hand_over(statedir.fresh_state_root(self.run_id, self.run_dir))
+        if callable(hand_over) and self.state_root is not None:
+            hand_over(self.state_root)  # the per-run root for episode state (run/statedir.py)
         try:
             await self._run_provider(pending)
         finally:
             await self._stop_browsers()
-            if callable(hand_over):
-                statedir.remove_state_root(self.run_id, self.run_dir)
 
     async def _run_provider(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
