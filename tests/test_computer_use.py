@@ -82,6 +82,8 @@ async def _run_all(tmp_path: Path) -> dict[str, Any]:
             arm("check-records", "cu_records"),
             arm("flaky-trust-banner-billed", "cu_flaky"),
             arm("trust-banner", "cu_tokens", budget=Budget(max_tokens=1500)),
+            arm("trust-banner", "cua_banner", wire_format="anthropic"),
+            arm("check-records", "cua_records", wire_format="anthropic"),
         ]
         result = await evaluate_provider_async(
             arms, "mockmed", trials=1, concurrency=4, out=tmp_path / "run", report=False
@@ -113,7 +115,9 @@ def test_the_banner_script_scores_screen_only_and_the_records_script_effect_veri
     run: dict[str, Any],
 ) -> None:
     rows, metrics = run["rows"], run["metrics"]["arms"]
-    for arm, pinned in (("cu_banner", "screen_only"), ("cu_records", "effect_verified")):
+    pairs = [("cu_banner", "screen_only"), ("cu_records", "effect_verified")]
+    pairs += [("cua_banner", "screen_only"), ("cua_records", "effect_verified")]
+    for arm, pinned in pairs:
         outcomes = {mode: row["outcome"] for mode, row in rows[arm].items()}
         assert outcomes == dict(PINNED[pinned].per_mode), arm
         assert all(r["failure_class"] is None for r in rows[arm].values())
@@ -127,7 +131,7 @@ def test_every_request_carries_the_screenshot_and_the_actions_hit_the_page(
 ) -> None:
     standin: StandIn = run["standin"]
     assert standin.requests
-    for body in standin.requests:
+    for body in (b for b in standin.requests if "system" not in b):
         images = [
             part
             for m in body["messages"]
@@ -255,3 +259,84 @@ def test_run_with_the_arm_and_nothing_configured_says_what_to_set(tmp_path: Path
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert "set EFFECTBENCH_CU_BASE_URL and EFFECTBENCH_CU_MODEL" in lines[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_every_screenshot_sent_is_stored_once_and_cited_by_the_actions_it_led_to(
+    run: dict[str, Any], tmp_path: Path
+) -> None:
+    import shutil
+
+    from test_rescore import _rechain
+
+    from effectbench.core.evidence import BLOB_DIR
+    from effectbench.verify import verify_run
+
+    run_dir: Path = run["dir"]
+    logged: dict[str, list[str]] = {}
+    for e in run["events"]:
+        if e["type"] == "episode.screenshot":
+            logged.setdefault(e["ep"], []).append(e["data"]["sha256"])
+        elif e["type"] == "episode.action" and e["data"]["kind"] == "computer":
+            detail = e["data"]["detail"]
+            # the action names the image it was chosen from, logged before it
+            assert detail["screenshot"] in logged.get(e["ep"], []), e
+            assert "x" in detail or detail["action"] in ("type", "key", "done"), detail
+    sent = sum(
+        1
+        for body in run["standin"].requests
+        for m in body["messages"][-1:]
+        if m.get("role") == "user"
+    )
+    sent -= len(run["standin"].throttled)  # a throttled request is sent again, same image
+    assert sum(len(v) for v in logged.values()) == sent > 0  # every image sent is logged
+    stored = {p.stem for p in (run_dir / BLOB_DIR).iterdir()}
+    assert stored == {s for shots in logged.values() for s in shots}  # once per content
+    assert verify_run(run_dir).ok
+
+    copy = tmp_path / "dropped"
+    shutil.copytree(run_dir, copy)
+    lines = (copy / "events.jsonl").read_bytes().splitlines()
+    victim = next(
+        i for i, ln in enumerate(lines)
+        if b'"episode.screenshot"' in ln and b"cu_banner::mockmed::ok" in ln
+    )  # fmt: skip
+    kept = lines[:victim] + lines[victim + 1 :]
+    (copy / "events.jsonl").write_bytes(b"\n".join(_rechain(kept)) + b"\n")
+    report = verify_run(copy)
+    assert any("that its episode did not log before it" in r for r in report.reasons), (
+        report.reasons
+    )
+
+
+def test_the_anthropic_format_sends_the_computer_tool_and_screenshots_in_tool_results(
+    run: dict[str, Any],
+) -> None:
+    from effectbench.arms.computer_use.anthropic_wire import to_action
+
+    bodies = [b for b in run["standin"].requests if "system" in b]
+    assert bodies
+    for body in bodies:
+        computer = body["tools"][0]
+        assert computer["type"] == "computer_20250124" and computer["name"] == "computer"
+        assert (computer["display_width_px"], computer["display_height_px"]) == (1280, 800)
+        last = body["messages"][-1]
+        assert last["role"] == "user"
+        blocks = last["content"]
+        if blocks[0]["type"] == "tool_result":  # a later turn: results, image in the last
+            assert all(b["tool_use_id"].startswith("toolu_") for b in blocks)
+            images = [i for i in blocks[-1]["content"] if i["type"] == "image"]
+        else:
+            images = [i for i in blocks if i["type"] == "image"]
+        assert images and images[0]["source"]["media_type"] == "image/png"
+    assert to_action({"action": "left_click", "coordinate": [3, 4]}) == (
+        "click", {"x": 3, "y": 4, "button": "left"}
+    )  # fmt: skip
+    scroll = {"action": "scroll", "coordinate": [1, 2], "scroll_direction": "up"}
+    assert to_action({**scroll, "scroll_amount": 3}) == (
+        "scroll", {"x": 1, "y": 2, "dx": 0, "dy": -300}
+    )  # fmt: skip
+    drag = {"action": "left_click_drag", "start_coordinate": [1, 2], "coordinate": [5, 6]}
+    assert to_action(drag) == ("drag", {"x": 1, "y": 2, "to_x": 5, "to_y": 6})
+    assert to_action({"action": "wait", "duration": 0.5}) == ("wait", {"ms": 500})
+    with pytest.raises(ValueError, match="not supported"):
+        to_action({"action": "triple_click", "coordinate": [1, 1]})

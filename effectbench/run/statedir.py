@@ -6,17 +6,21 @@ two runs of one plan started in the same second, whose run ids are equal, never 
 its episode files (databases, uploads) there. The root is emptied before the provider starts and
 removed after it stops, so whatever a run killed with SIGKILL left behind is deleted by the next
 ``run --resume`` of that run (the run id and the directory are kept across resumes), while the
-run's lock on its log is held. ``<base>`` is ``$EFFECTBENCH_STATE_DIR``, else /dev/shm when
+run's lock on its log is held. The harness claims the root for every run (``claimed``), and its
+own parts keep their files there too: the browsers' profiles, the Dask workers' scratch space
+and the providers the workers build. ``<base>`` is ``$EFFECTBENCH_STATE_DIR``, else /dev/shm when
 writable (episode files are created at hundreds per second), else the system temp dir.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -51,3 +55,15 @@ def fresh_state_root(run_id: str, run_dir: Path) -> Path:
 
 def remove_state_root(run_id: str, run_dir: Path) -> None:
     shutil.rmtree(state_root(run_id, run_dir), ignore_errors=True)
+
+
+@contextlib.contextmanager
+def claimed(run_id: str, run_dir: Path) -> Iterator[Path]:
+    """The run's state root for the block: emptied first (what a killed session left),
+    removed after. Every part of a session keeps its files under it: the provider's
+    (``use_state_dir``), the browsers' profiles, the Dask workers' scratch space."""
+    root = fresh_state_root(run_id, run_dir)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -33,6 +33,13 @@ class NotesProvider:
         self._workdir = workdir
         self._root: Path | None = None
 
+    def use_state_dir(self, path: Path) -> None:
+        """The harness's per-run root (docs/writing-a-provider.md): the run's files go
+        there unless a ``workdir`` was given, so the next run or resume of a run that was
+        killed deletes what it left."""
+        if self._workdir is None:
+            self._workdir = path
+
     def tasks(self) -> Sequence[TaskSpec]:
         return TASKS
 

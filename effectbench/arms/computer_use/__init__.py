@@ -31,6 +31,7 @@ from effectbench.arms.computer_use.turns import Wire
 from effectbench.arms.llm.client import ChatClient, ModelEndpointError, RetryPolicy, Sleep
 from effectbench.arms.llm.loop import user_prompt
 from effectbench.core.arm import TaskView
+from effectbench.core.errors import ConfigurationError
 from effectbench.core.model import AgentReport
 from effectbench.core.prices import PriceTable, PriceTableError, load_prices
 from effectbench.core.provider import EnvHandle
@@ -54,7 +55,7 @@ ENV_API_KEY: Final = "EFFECTBENCH_CU_API_KEY"
 ENV_FORMAT: Final = "EFFECTBENCH_CU_FORMAT"
 ENV_VIEWPORT: Final = "EFFECTBENCH_CU_VIEWPORT"
 ENV_PRICES: Final = "EFFECTBENCH_CU_PRICES"
-FORMATS: Final = ("openai",)
+FORMATS: Final = ("openai", "anthropic")
 NO_BROWSER: Final = "no browser page: the harness gave this episode no browser channel"
 
 WireFormat = Literal["openai", "anthropic"]
@@ -62,7 +63,7 @@ ScreenFactory = Callable[["Page", Viewport], Screen]
 """Builds an episode's screen over its page (default: ``PlaywrightScreen``)."""
 
 
-class ComputerUseNotConfigured(Exception):
+class ComputerUseNotConfigured(ConfigurationError):
     """The arm cannot be built or run as configured; the message says what to set."""
 
 
@@ -151,6 +152,20 @@ class ComputerUseArm:
     def _wire(self, session: aiohttp.ClientSession, env: EnvHandle) -> Wire:
         assert self.base_url is not None and self.model is not None
         extra = {} if self._sleep is None else {"sleep": self._sleep}
+        if self.wire_format == "anthropic":
+            from effectbench.arms.computer_use.anthropic_wire import AnthropicWire, MessagesClient
+
+            messages = MessagesClient(
+                session,
+                base_url=self.base_url,
+                model=self.model,
+                api_key=self._api_key,
+                prices=self.prices,
+                telemetry=env.telemetry,
+                retry=self.retry,
+                **extra,
+            )
+            return AnthropicWire(messages, self.viewport, self.keep_screenshots)
         from effectbench.arms.computer_use.openai_wire import OpenAiWire
 
         client = ChatClient(

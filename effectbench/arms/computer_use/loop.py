@@ -9,8 +9,9 @@ model as errors and are counted; too many end the episode as a halt.
 
 Every screenshot the model is sent is recorded on the telemetry (the harness stores it
 once by content hash, ``--screenshots``), and every action the model asked for is
-recorded with the sha256 of the screenshot it was chosen from (``screenshot``), its
-kind, coordinates and text, so the log ties each action to what the model saw.
+recorded with the sha256 of the screenshot it was chosen from (``screenshot``; ``seen``
+when ``--screenshots`` keeps not all of them), its kind, coordinates and text, so the
+log ties each action to what the model saw and ``verify`` checks the image is stored.
 """
 
 from __future__ import annotations
@@ -79,10 +80,13 @@ def _over(st: _State, budget: Budget, t0: float) -> str | None:
     return None
 
 
-def _record(telemetry: Telemetry, png: bytes, turn: int, viewport: Viewport) -> str:
-    """Record a screenshot the model is sent; its sha256 hex."""
+def _record(telemetry: Telemetry, png: bytes, turn: int, viewport: Viewport) -> dict[str, str]:
+    """Record a screenshot the model is sent; how its actions cite it: ``screenshot``
+    (sha256) when every screenshot is kept, so verify holds the action to the stored
+    image, else ``seen`` (``--screenshots final|none`` store some or none of them)."""
     telemetry.screenshot(png, f"turn {turn} ({viewport})")
-    return hashlib.sha256(png).hexdigest()
+    key = "screenshot" if telemetry.screenshot_policy == "all" else "seen"
+    return {key: hashlib.sha256(png).hexdigest()}
 
 
 async def run_loop(
@@ -118,10 +122,10 @@ async def run_loop(
                 action = parse_action(call.name, call.args, viewport)
             except ActionError as exc:
                 st.bad += 1
-                telemetry.action(ACTION, action=call.name[:64], ok=False, screenshot=seen)
+                telemetry.action(ACTION, action=call.name[:64], ok=False, **seen)
                 results.append(Result(call, str(exc)))
                 continue
-            telemetry.action(ACTION, action=action.name, **describe(action), screenshot=seen)
+            telemetry.action(ACTION, action=action.name, **describe(action), **seen)
             if isinstance(action, Done):
                 return AgentReport(
                     reported_success=action.success,

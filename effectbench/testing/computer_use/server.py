@@ -57,6 +57,7 @@ class StandIn:
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/messages", self._anthropic, methods=["POST"]),
             ]
         )
 
@@ -127,3 +128,73 @@ class StandIn:
                 "usage": usage,
             },
         )
+
+    async def _anthropic(self, request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        self.requests.append(body)
+        script = self._script(str(body.get("model")))
+        if script is None:
+            return _json(404, {"error": {"type": "not_found_error", "message": "no model"}})
+        messages: list[dict[str, Any]] = body["messages"]
+        texts: list[str] = [str(body.get("system", ""))]
+        images: list[bytes] = []
+
+        def walk(blocks: Sequence[Any]) -> None:
+            for b in blocks:
+                if b.get("type") == "text":
+                    texts.append(str(b.get("text", "")))
+                elif b.get("type") == "image":
+                    images.append(base64.b64decode(b["source"]["data"]))
+                elif b.get("type") == "tool_result" and isinstance(b.get("content"), list):
+                    walk(b["content"])
+
+        for m in messages:
+            if m.get("role") == "user":
+                walk(m["content"])
+        prompt = str(messages[0]["content"][0]["text"])
+        notes = [
+            _note(next((b.get("text") for b in m["content"] if b.get("type") == "text"), None))
+            for m in messages
+            if m.get("role") == "assistant"
+        ]
+        refused = self._throttle(str(body["model"]), prompt, len(notes))
+        if refused is not None:
+            return refused
+        answer = self._decide(script, prompt, notes, images[-1] if images else None)
+        content: list[dict[str, Any]] = [
+            {"type": "text", "text": orjson.dumps(answer.note).decode()}
+        ]
+        for i, (name, args) in enumerate(answer.actions):
+            tool, data = (
+                ("done", dict(args)) if name == "done" else ("computer", _computer(name, args))
+            )
+            content.append(
+                {"type": "tool_use", "id": f"toolu_{len(notes)}_{i}", "name": tool, "input": data}
+            )
+        usage: dict[str, Any] = {
+            "input_tokens": sum(len(t) for t in texts) // 4 + IMAGE_TOKENS * len(images),
+            "output_tokens": OUTPUT_TOKENS,
+        }
+        return _json(
+            200,
+            {
+                "id": "msg_standin",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": content,
+                "stop_reason": "tool_use",
+                "usage": usage,
+            },
+        )
+
+
+def _computer(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """One of the scripts' actions as the computer tool's input."""
+    if name == "click":
+        return {"action": "left_click", "coordinate": [args["x"], args["y"]]}
+    if name == "key":
+        return {"action": "key", "text": args["combo"]}
+    if name == "type":
+        return {"action": "type", "text": args["text"]}
+    raise ValueError(f"the stand-in has no computer tool spelling for {name!r}")

@@ -84,11 +84,20 @@ class RoundupProvider:
     def __init__(
         self, *, tmp_root: Path | None = None, http_timeout_s: float = HTTP_TIMEOUT_S
     ) -> None:
+        self._pinned = tmp_root is not None or bool(os.environ.get(TMPDIR_ENV))
         self._tmp_root = tmp_root if tmp_root is not None else _tmp_root()
         self._http_timeout_s = http_timeout_s
         self._root: Path | None = None
         self._live: dict[str, _Episode] = {}
         self._starting: anyio.Semaphore | None = None
+
+    def use_state_dir(self, path: Path) -> None:
+        """The harness's per-run root (writing-a-provider.md): the pristine tracker and
+        every episode's copy go there, unless a ``tmp_root`` (or
+        $EFFECTBENCH_ROUNDUP_TMPDIR) was given, so the next run or resume of a killed run
+        deletes what it left."""
+        if not self._pinned:
+            self._tmp_root = path
 
     def tasks(self) -> Sequence[TaskSpec]:
         return TASKS
@@ -188,4 +197,5 @@ class RoundupProvider:
             # texts live in files beside it, which the handle does not reach)
             store=SqliteStore(tracker.home / "db" / "db"),
             injections=proxy.injections,
+            gone=tracker.gone,
         )

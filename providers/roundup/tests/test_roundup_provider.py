@@ -241,3 +241,44 @@ def test_a_sigkilled_harness_leaves_no_roundup_server_behind(tmp_path: Path) -> 
     while any(_alive(p) for p in servers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in servers)
+
+
+@pytest.mark.timeout(300)
+def test_a_tracker_killed_under_the_agent_is_an_environment_failure(tmp_path: Path) -> None:
+    """The episode's roundup-server SIGKILLed while the agent works: the agent's request
+    then fails, and the episode is the environment's failure, not the agent's."""
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    tests = Path(__file__).resolve().parents[3] / "tests"  # the harness's test arms
+    exe = Path(sys.executable).with_name("effectbench")
+    out = tmp_path / "run"
+    args = [str(exe), "run", "--provider", "roundup", "--arm", "dask_arms:PageAfterBarrierArm",
+            "--trials", "1", "--concurrency", "1", "--task", "roundup::csrf::open::ok",
+            "--out", str(out), "-q"]  # fmt: skip
+    env = {
+        **os.environ,
+        "EFFECTBENCH_ROUNDUP_TMPDIR": str(tmp_path),
+        "EFFECTBENCH_TEST_BARRIER": str(barrier),
+        "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
+    }
+    harness = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        deadline = time.monotonic() + 150
+        while not any(barrier.glob("inflight-*")):
+            assert harness.poll() is None and time.monotonic() < deadline, harness.communicate()
+            time.sleep(0.02)
+        (server,) = _children(harness.pid, "roundup-server")
+        os.kill(server, signal.SIGKILL)
+        (barrier / "go").touch()
+        _, err = harness.communicate(timeout=120)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+    events = [orjson.loads(x) for x in (out / "events.jsonl").read_bytes().splitlines()]
+    (failed,) = [e["data"] for e in events if e["type"] == "episode.failed"]
+    assert failed["failure_class"] == "environment", failed
+    assert failed["stage"] == "service" and "the Roundup tracker" in failed["error"], failed
+    assert "Traceback" not in err, err
