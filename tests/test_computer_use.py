@@ -268,7 +268,7 @@ def test_every_screenshot_sent_is_stored_once_and_cited_by_the_actions_it_led_to
 
     from test_rescore import _rechain
 
-    from effectbench.evidence import BLOB_DIR
+    from effectbench.core.evidence import BLOB_DIR
     from effectbench.verify import verify_run
 
     run_dir: Path = run["dir"]

@@ -314,7 +314,7 @@ def _telemetry_data(
 
 
 def _store_screenshot(run_dir: Path, png: Any, label: Any) -> dict[str, Any]:
-    from effectbench.evidence import screenshot_event
+    from effectbench.core.evidence import screenshot_event
 
     return screenshot_event(run_dir, bytes(png), str(label))
 

@@ -135,7 +135,7 @@ def _plan_checks(
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
     from effectbench.core.codec import converter, structure_any_effect
     from effectbench.core.events import TERMINAL_TYPES, ArmAction, ArmScreenshot
-    from effectbench.evidence import check_blob
+    from effectbench.core.evidence import check_blob
     from effectbench.log.reader import LogCorrupt, LogError, read_log
     from effectbench.run.plan import episode_id, hash_identity, pack_fingerprint
 

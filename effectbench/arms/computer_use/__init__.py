@@ -31,6 +31,7 @@ from effectbench.arms.computer_use.turns import Wire
 from effectbench.arms.llm.client import ChatClient, ModelEndpointError, RetryPolicy, Sleep
 from effectbench.arms.llm.loop import user_prompt
 from effectbench.core.arm import TaskView
+from effectbench.core.errors import ConfigurationError
 from effectbench.core.model import AgentReport
 from effectbench.core.prices import PriceTable, PriceTableError, load_prices
 from effectbench.core.provider import EnvHandle
@@ -62,7 +63,7 @@ ScreenFactory = Callable[["Page", Viewport], Screen]
 """Builds an episode's screen over its page (default: ``PlaywrightScreen``)."""
 
 
-class ComputerUseNotConfigured(Exception):
+class ComputerUseNotConfigured(ConfigurationError):
     """The arm cannot be built or run as configured; the message says what to set."""
 
 
