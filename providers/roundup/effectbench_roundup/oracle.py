@@ -24,7 +24,7 @@ ISSUE_COLUMNS: Final = (
 )  # fmt: skip
 
 _ISSUES: Final = """
-SELECT i.id, i._title, s._name, p._name, u._username
+SELECT i.id, i._title, s._name, i._status, p._name, i._priority, u._username, i._assignedto
 FROM _issue i
 LEFT JOIN _status s ON s.id = i._status
 LEFT JOIN _priority p ON p.id = i._priority
@@ -54,6 +54,13 @@ def _links(
 
 def _plain(value: object) -> int | str | None:
     return value if value is None or isinstance(value, (int, str)) else repr(value)
+
+
+def _named(name: str | None, raw: object) -> str | None:
+    """A link's target by name; a link to no such node is not "unset": it reads as such."""
+    if name is None and raw is not None:
+        return f"(no such node {raw!r})"
+    return name
 
 
 def _message_text(home: Path, msg_id: int) -> str | None:
@@ -86,7 +93,10 @@ def read_tracker(home: Path) -> Snapshot:
         conn.close()
     issue_rows: list[Row] = []
     msg_rows: dict[int, Row] = {}
-    for issue_id, title, status, priority, assignee in issues:
+    for issue_id, title, status_name, status_id, prio_name, prio_id, user, user_id in issues:
+        status = _named(status_name, status_id)
+        priority = _named(prio_name, prio_id)
+        assignee = _named(user, user_id)
         ids = [m for m in messages.get(int(issue_id), []) if m in live]
         texts = {m: _message_text(home, m) for m in ids}
         for m in ids:

@@ -124,6 +124,12 @@ async def test_pristine_tracker_readback_and_teardown(provider: RoundupProvider)
     await store.insert("_msg", {**first.values, "id": 99})
     stray = (await episode.oracle.read()).rows("msg")[-1]
     assert stray == {"id": 99, "issue": None, "content": None}
+    # an assignee that names no user is not "unassigned"
+    (*_, third) = await store.rows("_issue")
+    await store.update("_issue", third.locator, {"_assignedto": "mutated"})
+    assert (await episode.oracle.read()).rows("issue")[2][
+        "assignedto"
+    ] == "(no such node 'mutated')"
     # a link row naming no issue is read as a dangling row (it crashed the oracle before)
     assert "dangling" not in truth.tables
     await store.insert("issue_superseder", {})
