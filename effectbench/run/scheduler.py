@@ -742,12 +742,17 @@ class Scheduler:
                 self._all_started = True
                 return
             limiter = anyio.CapacityLimiter(self.options.concurrency)
-            async with contextlib.AsyncExitStack() as arms, anyio.create_task_group() as watch:
+            async with anyio.create_task_group() as watch:
                 for service in _services(self.provider):
                     watch.start_soon(self.health.watch, service)
-                await self._enter_arms(arms)
-                await self._run_pending(itertools.chain((first,), remaining), limiter)
-                watch.cancel_scope.cancel()  # before stop(), which ends the services itself
+                try:
+                    # the arms' lifespans open their own task groups: they close inside
+                    # the watch's, never after it
+                    async with contextlib.AsyncExitStack() as arms:
+                        await self._enter_arms(arms)
+                        await self._run_pending(itertools.chain((first,), remaining), limiter)
+                finally:
+                    watch.cancel_scope.cancel()  # before stop(), which ends the services itself
         finally:
             limit = self.options.teardown_timeout
             with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
