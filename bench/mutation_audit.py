@@ -3,9 +3,9 @@
 Runs `effectbench audit` on each provider's first control task (one trial; the mutation
 audit runs on the reference's first trial) and reads its log: for each mutation-tested
 task, the mutations applied (and refused) and the wall time from the plan
-(``episode.mutation_planned``) to the last ``episode.mutation_read``. Each mutation is a
-fresh twin: provision, an oracle read, the reference, the mutation through the write
-handle, an oracle read, teardown.
+(``episode.mutation_planned``) to the last ``episode.mutation_read``. Both stores can
+restore a saved state, so each mutation is applied in place on the reference's twin: the
+mutation through the write handle, an oracle read, the state restored and checked.
 
     .venv/bin/python bench/mutation_audit.py [--runs 1] [--json PATH]
 """

@@ -39,6 +39,7 @@ import anyio
 import attrs
 import structlog
 
+from effectbench.core.children import Warden
 from effectbench.core.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -182,6 +183,11 @@ def bin_dir() -> Path:
     )
 
 
+def fits_socket(directory: Path) -> bool:
+    """Whether the server's unix socket path under ``directory`` fits in sun_path."""
+    return len(str(directory / ".s.PGSQL.5432").encode()) <= SOCKET_PATH_MAX
+
+
 def default_root() -> Path:
     configured = os.environ.get(DIR_ENV)
     if configured:
@@ -319,11 +325,17 @@ def _wait_gone(pid: int, timeout_s: float = 10.0) -> None:
 class EmbeddedServer:
     """A private PostgreSQL server in its own directory, for one run."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, name: str | None = None) -> None:
+        """``name``: the server's directory under ``root`` (default a unique ``srv-*``, which
+        the next start reaps once its owner died); a fixed name suits a root of the run's
+        own (the harness's state root, which the next session empties)."""
         self.root = root if root is not None else default_root()
+        self._name = name
         self.dir: Path | None = None
         self._lock: IO[bytes] | None = None
         self._user: str | None = None
+        self._warden: Warden | None = None
+        """Stops the server (immediate shutdown) when the harness dies (core/children.py)."""
 
     @property
     def dsn(self) -> str:
@@ -347,8 +359,8 @@ class EmbeddedServer:
         self.root.mkdir(parents=True, exist_ok=True)
         reap_stale(self.root)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d%H%M%S")
-        directory = self.root / f"srv-{stamp}-{os.getpid()}-{secrets.token_hex(3)}"
-        if len(str(directory / ".s.PGSQL.5432").encode()) > SOCKET_PATH_MAX:
+        directory = self.root / (self._name or f"srv-{stamp}-{os.getpid()}-{secrets.token_hex(3)}")
+        if not fits_socket(directory):
             raise PgConfigError(
                 f"{self.root} is too deep for the server's unix socket; set ${DIR_ENV} to a "
                 "shorter directory (e.g. /dev/shm/effectbench-pg)"
@@ -402,6 +414,9 @@ class EmbeddedServer:
                 ],
                 timeout=90.0,
             )
+            pid = _postmaster_pid(data)
+            if pid is not None:  # pg_ctl daemonized it: it would outlive a killed harness
+                self._warden = Warden(pid, str(data), signal.SIGQUIT)
         except BaseException:
             self.stop()
             raise
@@ -440,6 +455,9 @@ class EmbeddedServer:
                 _wait_gone(pid)
             shutil.rmtree(directory, ignore_errors=True)
         finally:
+            warden, self._warden = self._warden, None
+            if warden is not None:
+                warden.release()
             if lock is not None:
                 lock.close()
 

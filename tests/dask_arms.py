@@ -43,3 +43,32 @@ class ProductAfterBarrierArm(BarrierArm):
         if verifier is not None:
             await verifier.read()
         return report
+
+
+class PageAfterBarrierArm(BarrierArm):
+    """A ``BarrierArm`` that, once let go, fetches the product's page over HTTP and fails
+    when it cannot: an agent whose product died under it."""
+
+    name = "barrier_page"
+
+    async def run(self, task: TaskView, env: object) -> AgentReport:
+        import aiohttp
+
+        report = await super().run(task, env)
+        url = env.channels["base_url"]  # type: ignore[attr-defined]
+        async with aiohttp.ClientSession() as session, session.get(url) as resp:
+            resp.raise_for_status()
+        return report
+
+
+class BrowserAfterBarrierArm(BarrierArm):
+    """A browser arm that, once let go, loads the product in its page: a Chromium that
+    died meanwhile fails it."""
+
+    name = "barrier_browser"
+    uses_browser = True
+
+    async def run(self, task: TaskView, env: object) -> AgentReport:
+        report = await super().run(task, env)
+        await env.browser.goto(env.channels["base_url"])  # type: ignore[attr-defined]
+        return report

@@ -11,9 +11,9 @@ import orjson
 import pytest
 from test_log import _check  # the schema mini-validator
 
-from effectbench import events as ev
 from effectbench.api import evaluate
-from effectbench.evidence import BLOB_DIR
+from effectbench.core import events as ev
+from effectbench.core.evidence import BLOB_DIR
 from effectbench.schema import load_event_schema
 from effectbench.testing import untimed_run
 from effectbench.verify import verify_run

@@ -246,3 +246,57 @@ def test_ctrl_c_interrupts_a_browser_run_cleanly(tmp_path: Path) -> None:
         f"{refused} (status 504): The server took too long to answer; try again",
         f"{refused} (status 401): Your session expired; sign in again",
     }
+
+
+@pytest.mark.timeout(300)
+def test_a_chromium_killed_under_a_browser_arm_is_an_environment_failure(tmp_path: Path) -> None:
+    """Every Chromium process of the run SIGKILLed while a browser arm holds its page:
+    the arm's next step fails, and the episode is the environment's failure, not the
+    agent's."""
+    import orjson
+
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    tests = Path(__file__).resolve().parent
+    out = tmp_path / "run"
+    env = {
+        **os.environ,
+        "EFFECTBENCH_TEST_BARRIER": str(barrier),
+        "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
+    }
+    harness = subprocess.Popen(
+        [*effectbench_command(), "run", "--arm", "dask_arms:BrowserAfterBarrierArm",
+         "--trials", "1", "--concurrency", "1", "--task", "mockmed::ok", "--out", str(out),
+         "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 150
+        while not any(barrier.glob("inflight-*")):
+            assert harness.poll() is None and time.monotonic() < deadline, harness.communicate()
+            time.sleep(0.02)
+        chromium = []
+        for pid in _descendants(harness.pid):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"chrom" in argv.lower() or b"headless_shell" in argv:
+                chromium.append(pid)
+        assert chromium, "no Chromium process found"
+        for pid in chromium:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        (barrier / "go").touch()
+        _, err = harness.communicate(timeout=120)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+    events = [orjson.loads(x) for x in (out / "events.jsonl").read_bytes().splitlines()]
+    (failed,) = [e["data"] for e in events if e["type"] == "episode.failed"]
+    assert failed["failure_class"] == "environment", failed
+    assert failed["stage"] == "browser" and "Chromium died" in failed["error"], failed
+    assert "Traceback" not in err, err

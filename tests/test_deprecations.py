@@ -25,6 +25,7 @@ OLD_PATHS = {
     "effectbench.codec": ("converter", "effectbench.core.codec"),
     "effectbench.console": ("PlainProgress", "effectbench.cli.console"),
     "effectbench.events": ("TERMINAL_TYPES", "effectbench.core.events"),
+    "effectbench.evidence": ("check_blob", "effectbench.core.evidence"),
     "effectbench.judge": ("judge", "effectbench.scoring.judge"),
     "effectbench.pack": ("public_pack_manifest", "effectbench.audit.pack"),
     "effectbench.parallel": ("sharded_pass", "effectbench.outputs.parallel"),

@@ -16,6 +16,7 @@ import pytest
 
 from effectbench.agents.exec import ContainmentUnavailable
 from effectbench.api import RunError
+from effectbench.arms.computer_use import ComputerUseNotConfigured
 from effectbench.arms.llm import LlmNotConfigured
 from effectbench.audit.checks import AuditError
 from effectbench.audit.pack import PackError
@@ -70,6 +71,7 @@ CONFIGURATION_ERRORS = (
     BrowserUnavailable,
     ContainmentUnavailable,
     LlmNotConfigured,
+    ComputerUseNotConfigured,
     WorkerStartError,
 )
 

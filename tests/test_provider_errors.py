@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 from cli_env import TESTS, pythonpath_env
 
+from effectbench.core.exitcodes import ExitCode
 from effectbench.core.model import TaskSpec
 from effectbench.core.provider import ProvisionedEpisode
 from effectbench.testing import InMemoryProvider, run_cli
@@ -93,7 +94,8 @@ def test_a_terminal_sees_the_traceback_without_locals(tmp_path: Path) -> None:
             if not chunk:
                 break
             chunks.append(chunk)
-        assert proc.wait(timeout=120) == 0
+        # a third of the episodes fail to provision: the run measured too little (exit 3)
+        assert proc.wait(timeout=120) in (ExitCode.OK, ExitCode.INCOMPLETE)
     finally:
         os.close(leader)
         if follower >= 0:

@@ -20,7 +20,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -161,28 +161,47 @@ def _bundled_node() -> str | None:
             os.environ[NODE_ENV] = saved
 
 
-async def start_playwright() -> Playwright:
+async def start_playwright(tmp_dir: Path | None = None) -> Playwright:
     """Start Playwright's driver (async API) so that it dies with this process and a
     terminal's Ctrl-C reaches only the harness, which then stops the browsers itself:
     left in the harness's process group, the driver would die at once and fail every
-    in-flight episode instead of letting the run stop cleanly."""
+    in-flight episode instead of letting the run stop cleanly.
+
+    ``tmp_dir`` (the run's state root, effectbench.run.statedir) is the driver's temp dir:
+    the browsers' profiles go there, so a killed run leaves none in $TMPDIR."""
     require_playwright()
     from playwright.async_api import async_playwright
 
     node = _bundled_node() if sys.platform.startswith("linux") else None
-    if node is None:
+    with contextlib.ExitStack() as stack:
+        wanted: dict[str, str] = {}
+        if tmp_dir is not None:
+            tmp_dir.mkdir(parents=True, exist_ok=True)
+            wanted["TMPDIR"] = str(tmp_dir)
+        if node is not None:
+            tmp = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="effectbench-driver-", dir=tmp_dir)
+            )
+            wanted[NODE_ENV] = _wrapper(Path(tmp), node, own_session=True)
+        # Playwright reads the environment once, when it spawns the driver inside start().
+        stack.enter_context(_environment(wanted))
         return await async_playwright().start()
-    with tempfile.TemporaryDirectory(prefix="effectbench-driver-") as tmp:
-        saved = os.environ.get(NODE_ENV)
-        # Playwright reads the variable once, when it spawns the driver inside start().
-        os.environ[NODE_ENV] = _wrapper(Path(tmp), node, own_session=True)
-        try:
-            return await async_playwright().start()
-        finally:
-            if saved is None:
-                os.environ.pop(NODE_ENV, None)
+    raise AssertionError("unreachable")  # pragma: no cover - mypy: the with block returns
+
+
+@contextlib.contextmanager
+def _environment(wanted: dict[str, str]) -> Iterator[None]:
+    """``wanted`` set in this process's environment for the block, then put back."""
+    saved = {k: os.environ.get(k) for k in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
             else:
-                os.environ[NODE_ENV] = saved
+                os.environ[key] = value
 
 
 async def launch_chromium(

@@ -9,6 +9,7 @@ only serves pages, and every arm meets the same browser configuration.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import anyio
@@ -59,12 +60,15 @@ class BrowserPool:
         browsers: int = 1,
         executable: str | None = None,
         sandbox: BrowserSandbox | None = None,
+        tmp_dir: Path | None = None,
     ) -> None:
         if browsers < 1:
             raise ValueError(f"a browser pool needs at least one browser, got {browsers}")
         self._size = browsers
         self._executable = executable
         self._sandbox = sandbox
+        self._tmp_dir = tmp_dir
+        """The driver's temp dir (the browsers' profiles): the run's state root."""
         self._playwright: Playwright | None = None
         self._browsers: list[Browser] = []
         self._load: list[int] = []
@@ -76,7 +80,7 @@ class BrowserPool:
     async def start(self) -> None:
         if self._playwright is not None:
             raise RuntimeError("BrowserPool.start() called twice; call stop() first")
-        self._playwright = await start_playwright()
+        self._playwright = await start_playwright(self._tmp_dir)
         try:
             for _ in range(self._size):
                 browser = await launch_chromium(

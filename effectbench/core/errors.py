@@ -17,6 +17,7 @@ classes the package defines, so a new class goes in here or the test fails::
     ├── AuditError              audit.checks
     ├── ConfigurationError      core.errors
     │   ├── BrowserUnavailable  browser.launch
+    │   ├── ComputerUseNotConfigured  arms.computer_use
     │   ├── ContainmentUnavailable  agents.exec
     │   ├── LlmNotConfigured    arms.llm
     │   ├── PgConfigError       pgserver
@@ -49,6 +50,7 @@ Outside it, on purpose: signals caught where they are raised, an episode's failu
 the log records, and warnings. None is an error of the user's, and none reaches the CLI
 (if one did, it would be a bug: "internal error", exit 1). Each root says why::
 
+    ActionError                 arms.computer_use.actions  a bad action: back to the model
     AgentFailure                agents.exec         an agent failed an episode: its logged failure
     ├── AgentExited             agents.exec
     ├── AgentGaveUp             agents.exec

@@ -186,6 +186,10 @@ class ProvisionedEpisode:
     (``effectbench.core.store``; docs/audit.md). The harness alone uses it, on twins the
     audit provisions; an arm never sees it. None: derived from the oracle when that is
     the generic ``SqliteAllTablesOracle``, else the store cannot be mutation-tested."""
+    gone: Callable[[], str | None] | None = None
+    """Why this episode's own service (a per-episode server process) is no longer there,
+    or None while it is; asked once the arm is done. A dead one makes the episode an
+    ``environment`` failure, never the agent's. None: the provider cannot tell."""
 
 
 @runtime_checkable

@@ -37,7 +37,7 @@ ARTIFACT_FILES: Final = (RESULTS_FILE, MANIFEST_FILE, METRICS_FILE, SUMMARY_FILE
 """The four derived files an artifact build writes, in manifest order."""
 RUN_FILES: Final = frozenset({LOG_FILE, *ARTIFACT_FILES, AUDIT_FILE, REPORT_FILE})
 """Every file a run, its artifacts, its report or an audit write. The one folder a run
-makes is its screenshot store, ``blobs/sha256/`` (effectbench.evidence)."""
+makes is its screenshot store, ``blobs/sha256/`` (effectbench.core.evidence)."""
 SPILL_GLOB: Final = ".results-*.spill"
 """Scratch files of an artifact build (results rows in plan order)."""
 

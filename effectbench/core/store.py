@@ -11,6 +11,11 @@ receives it.
 ``effectbench.oracles.postgres_store.PostgresStore`` (a PostgreSQL database, through a
 role that may write) implement it. A provider with its own store sets
 ``ProvisionedEpisode.store`` to an object with these five methods.
+
+A store that can also give back a state it saved (``RestorableStore``: ``save`` and
+``restore``; ``SqliteStore`` can) lets the audit run the reference once and put the
+store back between mutations, instead of provisioning a twin and running the reference
+again for each one.
 """
 
 from __future__ import annotations
@@ -23,7 +28,14 @@ import attrs
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.model import JSONScalar, Row
 
-__all__ = ["Locator", "RecordStore", "StoreRefused", "StoredRow", "StoredTable"]
+__all__ = [
+    "Locator",
+    "RecordStore",
+    "RestorableStore",
+    "StoreRefused",
+    "StoredRow",
+    "StoredTable",
+]
 
 Locator: TypeAlias = str | int
 """Names exactly one row of a table, as long as the row exists (SQLite's rowid, a
@@ -76,4 +88,17 @@ class RecordStore(Protocol):
 
     async def insert(self, table: str, values: Mapping[str, JSONScalar]) -> None:
         """Add a row holding ``values`` (columns not named take their defaults)."""
+        ...
+
+
+@runtime_checkable
+class RestorableStore(Protocol):
+    """A store that can put back a state it saved (optional, beside ``RecordStore``)."""
+
+    async def save(self) -> bytes:
+        """The whole stored state now, as an opaque value ``restore`` takes back."""
+        ...
+
+    async def restore(self, saved: bytes) -> None:
+        """Make the store hold exactly the state ``saved`` (from ``save``) again."""
         ...

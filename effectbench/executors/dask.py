@@ -17,6 +17,9 @@ once, and stopped at the end of the run.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
@@ -72,6 +75,9 @@ class WorkerSetup:
     provider_ref: str
     arm_refs: tuple[str, ...]
     options: SchedulerOptions
+    state_root: str | None = None
+    """The harness's state root for the run (effectbench.run.statedir): each worker hands
+    its provider ``<root>/worker-<name>`` there, emptied when that worker starts."""
 
 
 # ---------------------------------------------------------------- on the worker
@@ -151,6 +157,7 @@ async def _start(setup: WorkerSetup) -> _WorkerRun | WorkerStartError:
     scheduler.observer = run
     scheduler.bind_emit(run.emit)
     try:
+        _hand_state_dir(scheduler.provider, setup.state_root)
         await scheduler.provider.start()
     except Exception as exc:  # noqa: BLE001 - provider code; reported as the run's start failure
         from effectbench.run.scheduler import _one_line
@@ -159,6 +166,28 @@ async def _start(setup: WorkerSetup) -> _WorkerRun | WorkerStartError:
             f"provider {scheduler.provider.name!r} failed to start on {_where()}: {_one_line(exc)}"
         )
     return run
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        name = str(get_worker().name)
+    except (ImportError, ValueError):
+        name = str(os.getpid())
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _hand_state_dir(provider: Any, root: str | None) -> None:
+    """This worker's part of the run's state root, for a provider that takes one: what
+    a killed worker of the same name left there is deleted first."""
+    hand_over = getattr(provider, "use_state_dir", None)
+    if root is None or not callable(hand_over):
+        return
+    mine = Path(root) / f"worker-{_worker_name()}"
+    shutil.rmtree(mine, ignore_errors=True)
+    mine.mkdir(parents=True)
+    hand_over(mine)
 
 
 def _slim(entries: list[Entry], outcome: EpisodeOutcome) -> Done:
@@ -297,7 +326,10 @@ def _setup(scheduler: Scheduler) -> WorkerSetup:
             "entry-point names or module:attribute references, not objects"
         )
     options = attrs.evolve(scheduler.options, handle_signals=False)
-    return WorkerSetup(scheduler.run_id, scheduler.plan, prov_ref, tuple(arm_refs), options)
+    root = None if scheduler.state_root is None else str(scheduler.state_root)
+    return WorkerSetup(
+        scheduler.run_id, scheduler.plan, prov_ref, tuple(arm_refs), options, state_root=root
+    )
 
 
 def batch_size(concurrency: int, workers: int) -> int:
@@ -340,7 +372,7 @@ class DaskExecutor:
         return executor
 
     @asynccontextmanager
-    async def _client(self, concurrency: int, health: Health) -> Any:
+    async def _client(self, concurrency: int, health: Health, scratch: Path | None = None) -> Any:
         distributed = _import_distributed()
         if self.address is not None:
             try:
@@ -358,7 +390,7 @@ class DaskExecutor:
                 finally:
                     await _closed(client, health)
             return
-        cluster = await self._local_cluster(distributed, concurrency)
+        cluster = await self._local_cluster(distributed, concurrency, scratch)
         try:
             client = await distributed.Client(
                 cluster, asynchronous=True, set_as_default=False, direct_to_workers=True
@@ -370,7 +402,9 @@ class DaskExecutor:
         finally:
             await _closed(cluster, health)
 
-    async def _local_cluster(self, distributed: Any, concurrency: int) -> Any:
+    async def _local_cluster(
+        self, distributed: Any, concurrency: int, scratch: Path | None = None
+    ) -> Any:
         import logging
         import warnings
 
@@ -388,13 +422,26 @@ class DaskExecutor:
                 asynchronous=True,
                 silence_logs=logging.CRITICAL,
                 preload=[worker_init.MODULE],
+                # the workers' scratch space under the run's state root, not $TMPDIR
+                **(
+                    {}
+                    if scratch is None
+                    else {
+                        "local_directory": str(scratch),
+                        "scheduler_kwargs": {"local_directory": str(scratch)},
+                    }
+                ),
             )
 
     async def run_all(self, scheduler: Scheduler, pending: Iterable[EpisodeSpec]) -> None:
         setup = _setup(scheduler)
         distributed = _import_distributed()
         async with (
-            self._client(scheduler.options.concurrency, scheduler.health) as client,
+            self._client(
+                scheduler.options.concurrency,
+                scheduler.health,
+                None if scheduler.state_root is None else scheduler.state_root / "dask",
+            ) as client,
             _setup_on_workers(client, setup, scheduler.health) as shared,
         ):
             await client.run_on_scheduler(_no_retries)

@@ -3,7 +3,9 @@
 Tables come from ``sqlite_master``, keys from ``PRAGMA table_info``, declared references
 from ``PRAGMA foreign_key_list``. A row is located by its ``rowid`` (a ``WITHOUT ROWID``
 table: by its primary key, as JSON). Each call opens its own connection and commits
-before it returns, so the product and the oracle see the change at once.
+before it returns, so the product and the oracle see the change at once. ``save`` is the
+database's serialised image and ``restore`` copies such an image back over the file
+with SQLite's online backup (the product may keep its connections open).
 """
 
 from __future__ import annotations
@@ -161,5 +163,27 @@ class SqliteStore:
             conn.execute(
                 f"INSERT INTO {_q(table)} ({cols}) VALUES ({marks})", list(values.values())
             )
+
+        await self._run(work)
+
+    async def save(self) -> bytes:
+        def work(conn: sqlite3.Connection) -> bytes:
+            image = bytearray(conn.serialize())
+            # an in-memory copy cannot be in WAL mode: mark the image a rollback-journal
+            # file (header bytes 18-19); the backup keeps the file's own journal mode
+            if image[18:20] == b"\x02\x02":
+                image[18:20] = b"\x01\x01"
+            return bytes(image)
+
+        return await self._run(work)
+
+    async def restore(self, saved: bytes) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            image = sqlite3.connect(":memory:")
+            try:
+                image.deserialize(saved)
+                image.backup(conn)
+            finally:
+                image.close()
 
         await self._run(work)

@@ -201,8 +201,8 @@ def _not_as_recorded(lp: LogPass, record: _RunRecord | None, run_dir: Path) -> s
 
 def _edited_evidence(lp: LogPass, run_dir: Path) -> str | None:
     """Why an evidence blob the log cites (a screenshot) is not the one recorded, as the
-    verifier checks it (effectbench.evidence.check_blob); None when every one is."""
-    from effectbench.evidence import check_blob
+    verifier checks it (effectbench.core.evidence.check_blob); None when every one is."""
+    from effectbench.core.evidence import check_blob
 
     bad = []
     for (digest, path), seq in sorted(lp.facts.cited.items(), key=lambda kv: kv[1]):

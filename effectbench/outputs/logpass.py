@@ -68,7 +68,7 @@ class RunFacts:
     """seq of the last run.finished: the log ends with its run only if it is the last event."""
     cited: dict[tuple[str, str], int] = attrs.field(factory=dict)
     """Every evidence blob an episode.screenshot cites, as (sha256, path), with the seq of
-    its first citation: what a rescore checks against the files (effectbench.evidence)."""
+    its first citation: what a rescore checks against the files (effectbench.core.evidence)."""
 
     def tap(self, events: Iterator[LoggedEvent]) -> Iterator[LoggedEvent]:
         shot = ArmScreenshot.TYPE

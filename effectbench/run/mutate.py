@@ -2,9 +2,12 @@
 
 On a twin (``provision`` again: the same task and trial, its own store) the harness reads
 the store through its write handle, runs the reference program, reads it again, and
-plans every single mutation of what the reference left (``run.mutations``). Each
-mutation then gets a fresh twin: read by the oracle, the reference run, the mutation
-applied through the write handle, the oracle read again. The reads go into the
+plans every single mutation of what the reference left (``run.mutations``). On a store
+that can restore a saved state (``RestorableStore``) each mutation is applied to that
+twin, the oracle reads it, and the store is put back to what the reference left (checked
+by reading it again; a store that does not come back sends the rest to fresh twins).
+Otherwise each mutation gets a fresh twin: read by the oracle, the reference run, the
+mutation applied through the write handle, the oracle read again. The reads go into the
 reference's episode as ``episode.mutation_planned`` / ``episode.mutation_read``, so the
 audit judges each mutated record from the log alone and ``verify`` judges it again.
 """
@@ -16,13 +19,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
+import attrs
 
 from effectbench.core.arm import Arm, TaskView
 from effectbench.core.codec import converter
 from effectbench.core.events import MutationPlanned, MutationRead, event_data
 from effectbench.core.model import Snapshot, TaskSpec
 from effectbench.core.provider import BenchmarkProvider, ProvisionedEpisode
-from effectbench.core.store import RecordStore
+from effectbench.core.store import RecordStore, RestorableStore
 from effectbench.oracles.sqlite import SqliteAllTablesOracle
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.run import mutations
@@ -85,24 +89,74 @@ async def _reference(
     await program_report(arm, view, twin.env, options.episode_timeout)
 
 
+@attrs.frozen
+class _Base:
+    """The base twin's store before and after the reference, and its oracle's first read."""
+
+    store: RecordStore
+    pre: mutations.StoreState
+    post: mutations.StoreState
+    oracle_pre: Snapshot
+
+
 async def _base(
-    provider: BenchmarkProvider, spec: EpisodeSpec, arm: Arm, options: RunOptions
-) -> tuple[mutations.StoreState, mutations.StoreState] | str:
+    twin: ProvisionedEpisode, spec: EpisodeSpec, arm: Arm, options: RunOptions
+) -> _Base | str:
     """The store before and after the reference, on a twin; or why it cannot be had."""
-    async with _twin(provider, spec, options) as twin:
-        store = store_of(twin)
-        if store is None:
-            return (
-                "the provider offers no write handle on its store (ProvisionedEpisode.store; "
-                "docs/writing-a-provider.md), so its oracle cannot be mutation-tested"
-            )
-        try:
-            pre = await mutations.read_state(store)
-            await _reference(arm, spec, twin, options)
-            post = await mutations.read_state(store)
-        except Exception as exc:  # noqa: BLE001 - a store that cannot be read is not mutatable
-            return f"the store could not be read through its write handle: {_one_line(exc)}"
-        return pre, post
+    store = store_of(twin)
+    if store is None:
+        return (
+            "the provider offers no write handle on its store (ProvisionedEpisode.store; "
+            "docs/writing-a-provider.md), so its oracle cannot be mutation-tested"
+        )
+    oracle_pre = await read_within(twin.oracle, options.provider_timeout)
+    try:
+        pre = await mutations.read_state(store)
+        await _reference(arm, spec, twin, options)
+        post = await mutations.read_state(store)
+    except Exception as exc:  # noqa: BLE001 - a store that cannot be read is not mutatable
+        return f"the store could not be read through its write handle: {_one_line(exc)}"
+    return _Base(store, pre, post, oracle_pre)
+
+
+def _read(
+    m: mutations.Mutation, detail: str, pre: Snapshot, post: Snapshot, episode_pre: Snapshot
+) -> MutationRead:
+    return MutationRead(
+        -1,
+        {**m.plain(), "name": m.name},
+        "applied",
+        detail,
+        None if pre == episode_pre else converter.unstructure(pre),
+        converter.unstructure(post),
+    )
+
+
+async def _in_place(
+    twin: ProvisionedEpisode,
+    base: _Base,
+    saved: bytes,
+    m: mutations.Mutation,
+    options: RunOptions,
+    episode_pre: Snapshot,
+) -> tuple[MutationRead, bool]:
+    """``m`` applied to the base twin, read, and undone: (the read, whether the store came
+    back to what the reference left)."""
+    store = base.store
+    assert isinstance(store, RestorableStore)
+    try:
+        detail = await mutations.apply(store, base.pre, base.post, m)
+    except Exception as exc:  # noqa: BLE001 - the store refused it: that state cannot exist
+        read = MutationRead(-1, {**m.plain(), "name": m.name}, "refused", _one_line(exc))
+    else:
+        post = await read_within(twin.oracle, options.provider_timeout)
+        read = _read(m, detail, base.oracle_pre, post, episode_pre)
+    try:
+        await store.restore(saved)
+        back = await mutations.read_state(store) == base.post
+    except Exception:  # noqa: BLE001 - a store that cannot restore goes to fresh twins
+        back = False
+    return read, back
 
 
 async def _one(
@@ -127,15 +181,7 @@ async def _one(
         except Exception as exc:  # noqa: BLE001 - the store refused it: that state cannot exist
             return MutationRead(-1, plain, "refused", _one_line(exc))
         post = await read_within(twin.oracle, limit)
-    same = pre == episode_pre
-    return MutationRead(
-        -1,
-        plain,
-        "applied",
-        detail,
-        None if same else converter.unstructure(pre),
-        converter.unstructure(post),
-    )
+    return _read(m, detail, pre, post, episode_pre)
 
 
 async def run_mutations(
@@ -149,14 +195,30 @@ async def run_mutations(
     """Mutation-test the oracle of ``spec``'s task and log every read in its episode."""
     ep = spec.episode_id
     try:
-        base = await _base(provider, spec, arm, options)
+        async with _twin(provider, spec, options) as twin:
+            base = await _base(twin, spec, arm, options)
+            if isinstance(base, str):
+                event = MutationPlanned(False, base)
+                await emit(event.TYPE, event_data(event), ep)
+                return
+            await _mutate(provider, spec, arm, options, emit, episode_pre, twin, base)
     except _NoTwin as exc:
-        base = str(exc)
-    if isinstance(base, str):
-        event = MutationPlanned(False, base)
+        event = MutationPlanned(False, str(exc))
         await emit(event.TYPE, event_data(event), ep)
-        return
-    pre, post = base
+
+
+async def _mutate(
+    provider: BenchmarkProvider,
+    spec: EpisodeSpec,
+    arm: Arm,
+    options: RunOptions,
+    emit: Emit,
+    episode_pre: Snapshot,
+    twin: ProvisionedEpisode,
+    base: _Base,
+) -> None:
+    ep = spec.episode_id
+    pre, post = base.pre, base.post
     every = mutations.plan(pre, post)
     # a mutation of a column or table the task declares irrelevant would be excused
     # whatever the oracle read: it is listed, not applied (a store's caches cost a twin each)
@@ -173,10 +235,19 @@ async def run_mutations(
         bool(every), reason, tuple({**m.plain(), "name": m.name} for m in planned), lines, skipped
     )
     await emit(event.TYPE, event_data(event), ep)
+    saved: bytes | None = None
+    if planned and isinstance(base.store, RestorableStore):
+        with contextlib.suppress(Exception):  # a store that cannot save: fresh twins
+            saved = await base.store.save()
     for i, m in enumerate(planned):
-        try:
-            read = await _one(provider, spec, arm, options, m, episode_pre)
-        except _NoTwin as exc:
-            read = MutationRead(-1, {**m.plain(), "name": m.name}, "error", str(exc))
+        if saved is not None:
+            read, back = await _in_place(twin, base, saved, m, options, episode_pre)
+            if not back:
+                saved = None  # the store did not come back: the rest on fresh twins
+        else:
+            try:
+                read = await _one(provider, spec, arm, options, m, episode_pre)
+            except _NoTwin as exc:
+                read = MutationRead(-1, {**m.plain(), "name": m.name}, "error", str(exc))
         read = MutationRead(i, read.mutation, read.status, read.detail, read.pre, read.snapshot)
         await emit(read.TYPE, event_data(read), ep)

@@ -142,7 +142,7 @@ _BLOB_NAME: Final = re.compile(r"(?:[0-9a-f]{64}\.png|\.tmp-\w+)")
 
 
 def _blob_files(entry: os.DirEntry[str]) -> list[str] | str:
-    """The files of a run's blob store (``blobs/sha256/<hex>.png``, see evidence.py), or
+    """The files of a run's blob store (``blobs/sha256/<hex>.png``, see core/evidence.py), or
     why ``entry`` is not one: anything else under it is a user's and stops --force."""
     if not entry.is_dir(follow_symlinks=False):
         return f"holds {entry.name!r}, which is not a directory"

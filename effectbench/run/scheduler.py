@@ -314,7 +314,7 @@ def _telemetry_data(
 
 
 def _store_screenshot(run_dir: Path, png: Any, label: Any) -> dict[str, Any]:
-    from effectbench.evidence import screenshot_event
+    from effectbench.core.evidence import screenshot_event
 
     return screenshot_event(run_dir, bytes(png), str(label))
 
@@ -362,6 +362,26 @@ async def _reraise_if_stopping() -> None:
     awaited a task it had cancelled), which is then that episode's failure alone. Left
     alone, such a stray cancellation would cancel the task group and every other episode."""
     await anyio.lowlevel.checkpoint_if_cancelled()
+
+
+def _environment_gone(provisioned: ProvisionedEpisode) -> tuple[str, str] | None:
+    """(stage, reason) when what the episode ran on died under the arm: its browser
+    (Chromium crashed or was killed) or its own service (the provider's ``gone``)."""
+    page = provisioned.env.browser
+    if page is not None:
+        browser = page.context.browser
+        if page.is_closed() or (browser is not None and not browser.is_connected()):
+            return "browser", "the episode's Chromium died (its page or browser is gone)"
+    check = provisioned.gone
+    if check is not None:
+        try:
+            reason = check()
+        except Exception as exc:  # noqa: BLE001 - provider code: it cannot tell
+            log.debug("provider.gone_failed", error=_one_line(exc))
+            return None
+        if reason is not None:
+            return "service", str(reason)
+    return None
 
 
 def _services(provider: BenchmarkProvider) -> Sequence[Service]:
@@ -413,6 +433,8 @@ class Scheduler:
         self._storage_lost: OSError | None = None
         """The first error of the harness's own storage (run/storage.py): the run stops."""
         self._work: anyio.CancelScope | None = None
+        self.state_root: Path | None = None
+        """This session's per-run state root (effectbench.run.statedir), while it runs."""
         self._provider_errors: dict[str, int] = {}
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
@@ -546,10 +568,12 @@ class Scheduler:
                         self._work = work
                         if signals is not None:
                             outer.start_soon(self._watch_signals, signals, work, caught)
-                        if self.executor is None:
-                            await self._run_all(pending)
-                        else:
-                            await self.executor.run_all(self, pending)
+                        with statedir.claimed(self.run_id, self.run_dir) as root:
+                            self.state_root = root
+                            if self.executor is None:
+                                await self._run_all(pending)
+                            else:
+                                await self.executor.run_all(self, pending)
                     # Interrupted means an episode of this session has no terminal event, for
                     # whatever reason; a signal after the last episode ended interrupts nothing.
                     done = self._finished + self._failed
@@ -642,7 +666,8 @@ class Scheduler:
         from effectbench.browser import BrowserPool, default_browsers
 
         pool = BrowserPool(
-            browsers=self.options.browsers or default_browsers(self.options.concurrency)
+            browsers=self.options.browsers or default_browsers(self.options.concurrency),
+            tmp_dir=None if self.state_root is None else self.state_root / "browser",
         )
         try:
             await pool.start()
@@ -694,14 +719,12 @@ class Scheduler:
             await self._stop_browsers()
             return
         hand_over = getattr(self.provider, "use_state_dir", None)
-        if callable(hand_over):  # the per-run root for episode state (effectbench.run.statedir)
-            hand_over(statedir.fresh_state_root(self.run_id, self.run_dir))
+        if callable(hand_over) and self.state_root is not None:
+            hand_over(self.state_root)  # the per-run root for episode state (run/statedir.py)
         try:
             await self._run_provider(pending)
         finally:
             await self._stop_browsers()
-            if callable(hand_over):
-                statedir.remove_state_root(self.run_id, self.run_dir)
 
     async def _run_provider(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
@@ -719,12 +742,17 @@ class Scheduler:
                 self._all_started = True
                 return
             limiter = anyio.CapacityLimiter(self.options.concurrency)
-            async with contextlib.AsyncExitStack() as arms, anyio.create_task_group() as watch:
+            async with anyio.create_task_group() as watch:
                 for service in _services(self.provider):
                     watch.start_soon(self.health.watch, service)
-                await self._enter_arms(arms)
-                await self._run_pending(itertools.chain((first,), remaining), limiter)
-                watch.cancel_scope.cancel()  # before stop(), which ends the services itself
+                try:
+                    # the arms' lifespans open their own task groups: they close inside
+                    # the watch's, never after it
+                    async with contextlib.AsyncExitStack() as arms:
+                        await self._enter_arms(arms)
+                        await self._run_pending(itertools.chain((first,), remaining), limiter)
+                finally:
+                    watch.cancel_scope.cancel()  # before stop(), which ends the services itself
         finally:
             limit = self.options.teardown_timeout
             with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
@@ -1143,6 +1171,10 @@ class Scheduler:
             ),
             ep,
         )
+        gone = _environment_gone(provisioned)
+        if gone is not None:  # the arm's trouble, if any, followed from it: not the agent's
+            then = f"; then {arm_error}" if arm_error is not None else ""
+            raise _Episode(FailureClass.ENVIRONMENT, gone[0], f"{gone[1]}{then}")
         if arm_error is not None:
             raise _Episode(FailureClass.AGENT, "arm", arm_error)
         assert isinstance(report, AgentReport)

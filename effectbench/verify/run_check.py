@@ -54,6 +54,28 @@ from effectbench.verify.compare import (
 from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA, export_submission
 from effectbench.verify.results_check import compare_results
 from effectbench.verify.scratch import Scratch
+
+SEEN_KEY: Final = "screenshot"
+"""A computer action's detail key naming (sha256) the stored screenshot it was chosen
+from (``effectbench.arms.computer_use``: set only when every screenshot is kept)."""
+
+
+def _cited_screenshot(data: Mapping[str, Any], ep: str, scratch: Scratch) -> str | None:
+    """Why an action's cited screenshot is not one its episode logged before it."""
+    detail = data.get("detail")
+    if data.get("kind") != "computer" or not isinstance(detail, Mapping):
+        return None
+    cited = detail.get(SEEN_KEY)
+    if cited is None:
+        return None
+    if not scratch.has("shot", f"{ep}\0{cited}"):
+        return (
+            f"cites screenshot {str(cited)[:16]}... that its episode did not log before it "
+            "(every screenshot an action was chosen from is stored and logged first)"
+        )
+    return None
+
+
 from effectbench.verify.seals import coverage_lines, uncontained_arms
 from effectbench.verify.submission import verify_submission
 
@@ -112,8 +134,8 @@ def _plan_checks(
 
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
     from effectbench.core.codec import converter, structure_any_effect
-    from effectbench.core.events import TERMINAL_TYPES, ArmScreenshot
-    from effectbench.evidence import check_blob
+    from effectbench.core.events import TERMINAL_TYPES, ArmAction, ArmScreenshot
+    from effectbench.core.evidence import check_blob
     from effectbench.log.reader import LogCorrupt, LogError, read_log
     from effectbench.run.plan import episode_id, hash_identity, pack_fingerprint
 
@@ -161,6 +183,12 @@ def _plan_checks(
                 why = blobs[cited]
                 if why is not None:
                     reasons.add(source, f"event #{ev.seq} ({ev.ep}): screenshot {why}")
+                scratch.add("shot", f"{ev.ep}\0{cited[0]}")
+                continue
+            if ev.type == ArmAction.TYPE:
+                why = _cited_screenshot(ev.data, str(ev.ep), scratch)
+                if why is not None:
+                    reasons.add(source, f"event #{ev.seq} ({ev.ep}): action {why}")
                 continue
             if ev.type != "episode.planned":
                 continue

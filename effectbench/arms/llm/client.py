@@ -21,7 +21,14 @@ import orjson
 from effectbench.core.prices import PriceTable
 from effectbench.core.provider import ModelCall, Telemetry
 
-__all__ = ["ChatClient", "Completion", "ModelEndpointError", "RetryPolicy"]
+__all__ = [
+    "ChatClient",
+    "Completion",
+    "ModelEndpointError",
+    "RetryPolicy",
+    "post_with_retries",
+    "usage_call",
+]
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -58,6 +65,69 @@ def _seconds(header: str | None) -> float | None:
 
 def _retryable(status: int) -> bool:
     return status == 429 or 500 <= status <= 599
+
+
+async def post_with_retries(
+    session: aiohttp.ClientSession,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    retry: RetryPolicy,
+    telemetry: Telemetry,
+    sleep: Sleep,
+) -> tuple[bytes, float]:
+    """POST ``body`` until a 200 (its body and the last attempt's latency in ms); a 429,
+    5xx or connection error is retried under ``retry`` (each retry recorded as a
+    ``model_retry`` action); anything else, or the last failure, is ModelEndpointError."""
+    attempt = 0
+    while True:
+        t0 = time.perf_counter()
+        try:
+            async with session.post(url, data=body, headers=dict(headers)) as resp:
+                status: int | None = resp.status
+                retry_after, payload = resp.headers.get("Retry-After"), await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            status, retry_after, payload = None, None, f"{type(exc).__name__}: {exc}".encode()
+        latency_ms = (time.perf_counter() - t0) * 1000.0
+        if status == 200:
+            return payload, latency_ms
+        what = "the connection failed" if status is None else f"HTTP {status}"
+        if status is not None and not _retryable(status):
+            raise ModelEndpointError(f"model endpoint answered {what}: {_snippet(payload)}")
+        if attempt >= retry.max_retries:
+            raise ModelEndpointError(
+                f"model endpoint gave up after {attempt + 1} attempts, last: {what}: "
+                f"{_snippet(payload)}"
+            )
+        delay = retry.delay(attempt, retry_after)
+        telemetry.action("model_retry", status=status, delay_s=delay)
+        await sleep(delay)
+        attempt += 1
+
+
+def usage_call(
+    usage: Mapping[str, Any],
+    input_key: str,
+    output_key: str,
+    model: str,
+    prices: PriceTable | None,
+    latency_ms: float,
+) -> ModelCall:
+    """One call's ModelCall from an endpoint's usage object: counts it gave, else None;
+    its reported ``cost``, else the price table's, else None."""
+    tin, tout = _count(usage, input_key), _count(usage, output_key)
+    cost, source = _reported_cost(usage), "arm"
+    if cost is None:
+        cost = None if prices is None else prices.cost(model, tin, tout)
+        source = "" if cost is None or prices is None else prices.source
+    return ModelCall(
+        input_tokens=tin,
+        output_tokens=tout,
+        cost_usd=cost,
+        latency_ms=latency_ms,
+        cost_source=source or None,
+        model=model,
+    )
 
 
 @attrs.frozen
@@ -117,32 +187,11 @@ class ChatClient:
         body = orjson.dumps(
             {"model": self._model, "messages": list(messages), "tools": list(tools)}
         )
-        retry = 0
-        while True:
-            t0 = time.perf_counter()
-            try:
-                status, retry_after, payload = await self._post(body)
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                status, retry_after, payload = None, None, f"{type(exc).__name__}: {exc}".encode()
-            latency_ms = (time.perf_counter() - t0) * 1000.0
-            if status == 200:
-                return self._completion(payload, latency_ms)
-            what = "the connection failed" if status is None else f"HTTP {status}"
-            if status is not None and not _retryable(status):
-                raise ModelEndpointError(f"model endpoint answered {what}: {_snippet(payload)}")
-            if retry >= self._retry.max_retries:
-                raise ModelEndpointError(
-                    f"model endpoint gave up after {retry + 1} attempts, last: {what}: "
-                    f"{_snippet(payload)}"
-                )
-            delay = self._retry.delay(retry, retry_after)
-            self._telemetry.action("model_retry", status=status, delay_s=delay)
-            await self._sleep(delay)
-            retry += 1
-
-    async def _post(self, body: bytes) -> tuple[int, str | None, bytes]:
-        async with self._session.post(self._url, data=body, headers=self._headers) as resp:
-            return resp.status, resp.headers.get("Retry-After"), await resp.read()
+        payload, latency_ms = await post_with_retries(
+            self._session, self._url, self._headers, body, self._retry, self._telemetry,
+            self._sleep,
+        )  # fmt: skip
+        return self._completion(payload, latency_ms)
 
     def _completion(self, payload: bytes, latency_ms: float) -> Completion:
         try:
@@ -155,18 +204,8 @@ class ChatClient:
                 f"model endpoint's answer is not a chat completion ({type(exc).__name__}: {exc})"
             ) from None
         usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
-        tin, tout = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
-        cost, source = _reported_cost(usage), "arm"
-        if cost is None:
-            cost = None if self._prices is None else self._prices.cost(self._model, tin, tout)
-            source = "" if cost is None or self._prices is None else self._prices.source
-        call = ModelCall(
-            input_tokens=tin,
-            output_tokens=tout,
-            cost_usd=cost,
-            latency_ms=latency_ms,
-            cost_source=source or None,
-            model=self._model,
+        call = usage_call(
+            usage, "prompt_tokens", "completion_tokens", self._model, self._prices, latency_ms
         )
         self._telemetry.model_call(call)
         return Completion(message, call)

@@ -147,9 +147,19 @@ class MockMedPgProvider:
         private server under ``pg_root``, see ``effectbench.pgserver``)."""
         self._dsn = dsn
         self._pg_root = pg_root
+        self._pg_name: str | None = None
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
         self._live = LiveEpisodes()
+
+    def use_state_dir(self, path: Path) -> None:
+        """The harness's per-run root: the embedded server lives there (``pg/``), so the
+        next run or resume of a killed run deletes its files, unless ``pg_root`` or
+        $EFFECTBENCH_PG_DIR pins the place, or the root is too deep for its socket."""
+        from effectbench.pgserver import DIR_ENV, fits_socket
+
+        if self._pg_root is None and not os.environ.get(DIR_ENV) and fits_socket(path / "pg"):
+            self._pg_root, self._pg_name = path, "pg"
 
     def tasks(self) -> Sequence[TaskSpec]:
         return self.pack.tasks
@@ -185,7 +195,7 @@ class MockMedPgProvider:
         dsn = self._resolved_dsn()
         embedded: EmbeddedServer | None = None
         if dsn is None:
-            embedded = EmbeddedServer(self._pg_root)
+            embedded = EmbeddedServer(self._pg_root, name=self._pg_name)
             dsn = await anyio.to_thread.run_sync(embedded.start)
         else:
             await check_server(dsn)

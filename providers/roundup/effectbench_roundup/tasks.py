@@ -21,9 +21,11 @@ import attrs
 import orjson
 
 from effectbench.model import (
+    AnyEffect,
     Category,
+    DiffEffect,
     Effect,
-    FieldEquals,
+    Insert,
     JSONScalar,
     OracleSpec,
     ParamRef,
@@ -31,6 +33,7 @@ from effectbench.model import (
     Split,
     Substrate,
     TaskSpec,
+    Update,
     Value,
 )
 from effectbench_roundup.client import TARGET
@@ -160,19 +163,29 @@ class Job:
     title: str
     goal: str
     solution: Mapping[str, Value]
-    effect: Effect
+    effect: AnyEffect
     faults: tuple[str, ...]
     params: Mapping[str, str] = attrs.field(factory=lambda: {"note": "note {tag}"})
     confusable: Mapping[str, str] = attrs.field(factory=lambda: {TARGET: "issue2"})
     nocsrf_only: tuple[str, ...] = ()
 
 
-def _on(issue: int, **fields: Value) -> Effect:
-    return Effect(
-        record_written=RecordWritten(
-            table="issue", selector={"id": issue}, expected_count=1, forbid_collateral_loss=True
+KEYS: Final = {"issue": ("id",), "msg": ("id",)}
+"""Issues and messages pair by id: the judge compares every other column of every row."""
+CHATTING: Final = "chatting"
+"""What the classic template's status detector makes an unread issue that gets a message."""
+
+
+def _on(issue: int, **fields: Value) -> DiffEffect:
+    """Issue ``issue`` changes to ``fields`` (every other column stays) and gains one message,
+    the note; nothing else in either table changes (no other issue or message added,
+    changed or removed)."""
+    return DiffEffect(
+        changes=(
+            Update("issue", {"id": issue}, {"messages": 2, "last_note": NOTE, **fields}),
+            Insert("msg", {"issue": issue, "content": NOTE}),
         ),
-        field_equals=tuple(FieldEquals(k, v) for k, v in fields.items()),
+        keys=KEYS,
     )
 
 
@@ -184,18 +197,23 @@ JOBS: Final[tuple[Job, ...]] = (
         "payload (param 'title'), priority urgent, with the message in your payload "
         "(param 'note').",
         {TARGET: "issue", "title": ParamRef("title"), "priority": "urgent", "@note": NOTE},
-        Effect(
-            record_written=RecordWritten(
-                table="issue",
-                selector={"title": ParamRef("title")},
-                expected_count=1,
-                forbid_collateral_loss=True,
+        DiffEffect(
+            changes=(
+                Insert(
+                    "issue",
+                    {
+                        "title": ParamRef("title"),
+                        "status": "unread",
+                        "priority": "urgent",
+                        "assignedto": None,
+                        "superseder": "",
+                        "messages": 1,
+                        "last_note": NOTE,
+                    },
+                ),
+                Insert("msg", {"content": NOTE}),
             ),
-            field_equals=(
-                FieldEquals("priority", "urgent"),
-                FieldEquals("messages", 1),
-                FieldEquals("last_note", NOTE),
-            ),
+            keys=KEYS,
         ),
         ("ok", "partial_note", "duplicate", "phantom", "gateway_timeout", "double"),
         params={"note": "note {tag}", "title": "Scanner jammed on floor 3 ({tag})"},
@@ -207,7 +225,7 @@ JOBS: Final[tuple[Job, ...]] = (
         "Add a note to an issue",
         "Add the note in your payload (param 'note') to issue1.",
         {TARGET: "issue1", "@note": NOTE},
-        _on(1, messages=2, last_note=NOTE),
+        _on(1, status=CHATTING),
         ("ok", "duplicate", "noop"),
     ),
     Job(
@@ -215,7 +233,7 @@ JOBS: Final[tuple[Job, ...]] = (
         "Change an issue's status, with a note",
         "Set issue1's status to in-progress and add the note in your payload (param 'note').",
         {TARGET: "issue1", "status": "in-progress", "@note": NOTE},
-        _on(1, status="in-progress", messages=2, last_note=NOTE),
+        _on(1, status="in-progress"),
         ("ok", "partial_note", "stale", "homonym", "gateway_timeout"),
     ),
     Job(
@@ -223,7 +241,7 @@ JOBS: Final[tuple[Job, ...]] = (
         "Raise an issue's priority, with a note",
         "Raise issue1's priority to critical and add the note in your payload (param 'note').",
         {TARGET: "issue1", "priority": "critical", "@note": NOTE},
-        _on(1, priority="critical", messages=2, last_note=NOTE),
+        _on(1, priority="critical", status=CHATTING),
         ("ok", "homonym"),
     ),
     Job(
@@ -231,7 +249,7 @@ JOBS: Final[tuple[Job, ...]] = (
         "Assign an issue, with a note",
         "Assign issue1 to alice and add the note in your payload (param 'note').",
         {TARGET: "issue1", "assignedto": "alice", "@note": NOTE},
-        _on(1, assignedto="alice", messages=2, last_note=NOTE),
+        _on(1, assignedto="alice", status=CHATTING),
         ("ok", "partial_assignee", "homonym"),
     ),
     Job(
@@ -241,7 +259,7 @@ JOBS: Final[tuple[Job, ...]] = (
         "superseded by issue1, set its status to resolved and add the note in your payload "
         "(param 'note').",
         {TARGET: "issue2", "superseder": "1", "status": "resolved", "@note": NOTE},
-        _on(2, superseder="1", status="resolved", messages=2, last_note=NOTE),
+        _on(2, superseder="1", status="resolved"),
         ("ok", "partial_superseder"),
         confusable={TARGET: "issue1", "superseder": "3"},
     ),

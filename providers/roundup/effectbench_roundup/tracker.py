@@ -16,11 +16,9 @@ the child, so servers are forked from the event loop's thread, never a worker th
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +28,8 @@ from typing import Final
 
 import aiohttp
 import anyio
+
+from effectbench.core.children import die_with_parent
 
 __all__ = ["NAME", "Tracker", "build_pristine", "die_with_parent", "roundup_bin"]
 
@@ -49,7 +49,6 @@ nothing from fork's isolation."""
 STOP_TIMEOUT_S: Final = 5.0
 BIND_ATTEMPTS: Final = 3
 PROBE_TIMEOUT_S: Final = 5.0
-_PR_SET_PDEATHSIG: Final = 1
 _WEB: Final = re.compile(r"^web = .*$", re.MULTILINE)
 _CSRF: Final = re.compile(r"^csrf_enforce_token = .*$", re.MULTILINE)
 
@@ -67,22 +66,15 @@ def roundup_bin(name: str) -> str:
     return found
 
 
-_PRCTL: Final = ctypes.CDLL(None, use_errno=True).prctl
-"""Resolved once in the parent: the child of a threaded process must not dlopen (it can
-deadlock on a loader lock another thread held at fork), only call."""
-
-
-def die_with_parent() -> None:
-    """preexec_fn: ask the kernel to SIGKILL this child when its parent dies."""
-    if _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() == 1:  # the parent already died between fork and prctl
-        os._exit(1)
-
-
 def _run(args: list[str], what: str) -> None:
     proc = subprocess.run(
-        args, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False
+        args,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=die_with_parent,  # the blocked worker thread lives as long as the child
     )
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -143,6 +135,26 @@ class Tracker:
     @property
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
+
+    def gone(self) -> str | None:
+        """Why the episode's roundup-server is no longer serving, or None while it runs."""
+        proc = self._proc
+        if proc is None:
+            return None
+        code = proc.returncode
+        if code is None:  # it may have exited and not been reaped yet: ask, leaving it be
+            try:
+                info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # reaped this instant: its return code is on its way
+                info = None
+            else:
+                if info is None:
+                    return None
+            if info is not None:
+                killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+                code = -info.si_status if killed else info.si_status
+        how = "" if code is None else f" (signal {-code})" if code < 0 else f" (status {code})"
+        return f"the Roundup tracker (roundup-server, pid {proc.pid}) died{how}"
 
     async def start(
         self, web: str, csrf: bool, on_port: Callable[[str], None] | None = None

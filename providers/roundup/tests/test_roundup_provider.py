@@ -15,10 +15,13 @@ import pytest
 from effectbench_roundup import RoundupProvider
 from effectbench_roundup.oracle import read_tracker
 from effectbench_roundup.pages import banner, forms
+from effectbench_roundup.seed import HOMONYM_TITLE
 from effectbench_roundup.tasks import DEFENDED, TASKS, VARIANTS, task_id
 
 from effectbench.api import evaluate_provider_async
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
+from effectbench.model import Row, Snapshot, TrueState
+from effectbench.scoring.judge import judge
 
 pytestmark = pytest.mark.anyio
 
@@ -34,6 +37,37 @@ def test_the_pack_has_every_task_in_both_variants_and_the_declared_defences() ->
     for variant, job, fault in DEFENDED:
         assert by_id[task_id(variant, job, fault)].correct_action_available
     assert not by_id[task_id("nocsrf", "open", "duplicate")].correct_action_available
+
+
+def test_each_jobs_effect_refuses_any_other_change_of_the_issue_or_a_stray_row() -> None:
+    """The assign job's reference record is CORRECT; the same record with the issue's title,
+    status or priority changed, a second copy of the issue, or a stray message is not."""
+    task = next(t for t in TASKS if t.task_id == task_id("nocsrf", "assign", "ok"))
+    effect = task.expected_effect.resolve({"note": "note x"})
+    issue = {"id": 1, "title": HOMONYM_TITLE, "status": "unread", "priority": "bug",
+             "assignedto": None, "superseder": "", "messages": 1, "last_note": "first"}  # fmt: skip
+    msg = {"id": 1, "issue": 1, "content": "first"}
+    pre = Snapshot(readable=True, tables={"issue": (issue,), "msg": (msg,)})
+    done = {**issue, "status": "chatting", "assignedto": "alice", "messages": 2,
+            "last_note": "note x"}  # fmt: skip
+    note = {"id": 4, "issue": 1, "content": "note x"}
+
+    def post(
+        issues: tuple[Row, ...], msgs: tuple[Row, ...] = (msg, note), **more: tuple[Row, ...]
+    ) -> Snapshot:
+        return Snapshot(readable=True, tables={"issue": issues, "msg": msgs, **more})
+
+    assert judge(effect, pre, post((done,))).true_state is TrueState.CORRECT
+    wrong = [
+        post(({**done, "title": ""},)),
+        post(({**done, "status": "resolved"},)),
+        post(({**done, "priority": None},)),
+        post((done, {**done, "id": 5})),
+        post((done,), (msg, note, {"id": 5, "issue": None, "content": None})),
+        post((done,), dangling=({"table": "issue_superseder", "nodeid": None, "linkid": None},)),
+    ]
+    for snapshot in wrong:
+        assert judge(effect, pre, snapshot).true_state is TrueState.WRONG_PERSISTED, snapshot
 
 
 def test_pages_give_a_browsers_form_values_and_the_banner() -> None:
@@ -83,6 +117,19 @@ async def test_pristine_tracker_readback_and_teardown(provider: RoundupProvider)
     before = await readback.read()
     truth = await episode.oracle.read()
     assert before.readable and before.tables == truth.tables
+    # a message on no issue (a stray write) is still read, with issue null
+    store = episode.store
+    assert store is not None
+    (first, *_) = await store.rows("_msg")
+    await store.insert("_msg", {**first.values, "id": 99})
+    stray = (await episode.oracle.read()).rows("msg")[-1]
+    assert stray == {"id": 99, "issue": None, "content": None}
+    # a link row naming no issue is read as a dangling row (it crashed the oracle before)
+    assert "dangling" not in truth.tables
+    await store.insert("issue_superseder", {})
+    assert (await episode.oracle.read()).rows("dangling") == (
+        {"table": "issue_superseder", "nodeid": None, "linkid": None},
+    )
     await episode.teardown()
     await episode.teardown()  # idempotent
     assert provider.live_pids() == []
@@ -178,7 +225,7 @@ def test_a_sigkilled_harness_leaves_no_roundup_server_behind(tmp_path: Path) -> 
         args,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "EFFECTBENCH_ROUNDUP_TMPDIR": str(tmp_path)},
+        env={**os.environ, "EFFECTBENCH_STATE_DIR": str(tmp_path)},
     )
     try:
         deadline = time.monotonic() + 150
@@ -194,3 +241,44 @@ def test_a_sigkilled_harness_leaves_no_roundup_server_behind(tmp_path: Path) -> 
     while any(_alive(p) for p in servers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in servers)
+
+
+@pytest.mark.timeout(300)
+def test_a_tracker_killed_under_the_agent_is_an_environment_failure(tmp_path: Path) -> None:
+    """The episode's roundup-server SIGKILLed while the agent works: the agent's request
+    then fails, and the episode is the environment's failure, not the agent's."""
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    tests = Path(__file__).resolve().parents[3] / "tests"  # the harness's test arms
+    exe = Path(sys.executable).with_name("effectbench")
+    out = tmp_path / "run"
+    args = [str(exe), "run", "--provider", "roundup", "--arm", "dask_arms:PageAfterBarrierArm",
+            "--trials", "1", "--concurrency", "1", "--task", "roundup::csrf::open::ok",
+            "--out", str(out), "-q"]  # fmt: skip
+    env = {
+        **os.environ,
+        "EFFECTBENCH_STATE_DIR": str(tmp_path),
+        "EFFECTBENCH_TEST_BARRIER": str(barrier),
+        "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
+    }
+    harness = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        deadline = time.monotonic() + 150
+        while not any(barrier.glob("inflight-*")):
+            assert harness.poll() is None and time.monotonic() < deadline, harness.communicate()
+            time.sleep(0.02)
+        (server,) = _children(harness.pid, "roundup-server")
+        os.kill(server, signal.SIGKILL)
+        (barrier / "go").touch()
+        _, err = harness.communicate(timeout=120)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+    events = [orjson.loads(x) for x in (out / "events.jsonl").read_bytes().splitlines()]
+    (failed,) = [e["data"] for e in events if e["type"] == "episode.failed"]
+    assert failed["failure_class"] == "environment", failed
+    assert failed["stage"] == "service" and "the Roundup tracker" in failed["error"], failed
+    assert "Traceback" not in err, err

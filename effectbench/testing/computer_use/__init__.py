@@ -1,0 +1,21 @@
+"""A deterministic stand-in for a computer-use model, for tests and benchmarks.
+
+A real vision model reads the screenshot; the stand-in reads what the page showed when
+that screenshot was taken. ``SightedScreen`` is the harness's ``PlaywrightScreen`` that,
+at each capture, also records the page's visible layout (element boxes, field values,
+the banner, the records table) in a ``Sight`` under the screenshot's sha256. The
+stand-in server (``StandIn``) hashes each image it is sent and looks it up: coordinates
+come from the rendered page's element boxes, never from constants, and an image it was
+never shown taken leaves it blind (it halts). Scripts (``scripts``) are chosen by the
+request's model name: ``trust-banner`` (fill, save, trust the banner) and
+``check-records`` (open the records page before and after, and claim success only when
+it shows the one new record with the payload's note).
+"""
+
+from __future__ import annotations
+
+from effectbench.testing.computer_use.scripts import SCRIPTS
+from effectbench.testing.computer_use.server import StandIn
+from effectbench.testing.computer_use.sight import Sight, SightedScreen, View
+
+__all__ = ["SCRIPTS", "Sight", "SightedScreen", "StandIn", "View"]
