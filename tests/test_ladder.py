@@ -87,7 +87,7 @@ def test_ladder_reproduces_the_measured_swer_through_the_cli(tmp_path: Path) -> 
         str(out),
         "-q",
         timeout=180,
-        env={**os.environ, "EFFECTBENCH_MOCKMED_TMPDIR": str(tmp_path)},
+        env={**os.environ, "EFFECTBENCH_STATE_DIR": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr
     metrics = orjson.loads((out / "metrics.json").read_bytes())
@@ -119,7 +119,7 @@ def test_ladder_reproduces_the_measured_swer_through_the_cli(tmp_path: Path) -> 
     assert per[("screen", "timeout")] == "FALSE_ABORT"
     assert per[("effect_full", "collateral_unaudited")] == "WRONG_ACTION"
     assert (out / "manifest.json").is_file()
-    assert not list(tmp_path.glob("effectbench-mockmed-*"))  # every episode cleaned up
+    assert not list(tmp_path.glob("effectbench-*"))  # the run removed its state root
 
 
 # --- the pack -------------------------------------------------------------------------------

@@ -224,7 +224,7 @@ VERIFIED = {
 
 
 async def test_baselines_per_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EFFECTBENCH_MOCKMED_TMPDIR", str(tmp_path))
+    monkeypatch.setenv("EFFECTBENCH_STATE_DIR", str(tmp_path))
     result = await evaluate_provider_async(
         [ScreenOnlyArm(), EffectVerifiedArm()],
         "mockmed-full",
@@ -258,7 +258,7 @@ async def test_baselines_per_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 async def test_audit_passes_and_refusal_controls_leave_every_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("EFFECTBENCH_MOCKMED_TMPDIR", str(tmp_path))
+    monkeypatch.setenv("EFFECTBENCH_STATE_DIR", str(tmp_path))
     report = await audit_provider(
         "mockmed-full", out_dir=tmp_path / "audit", trials=1, concurrency=32
     )

@@ -115,7 +115,7 @@ def test_a_run_scores_sealed_tasks_but_its_manifest_does_not_reveal_them(tmp_pat
         "--out",
         str(out),
         "-q",
-        env={**os.environ, "EFFECTBENCH_MOCKMED_TMPDIR": str(tmp_path)},
+        env={**os.environ, "EFFECTBENCH_STATE_DIR": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr
     rows = [orjson.loads(line) for line in (out / "results.jsonl").read_bytes().splitlines()]

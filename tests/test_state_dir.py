@@ -1,16 +1,25 @@
 """Providers keep per-episode state under the run's state root; after a SIGKILL the next
-resume of that run deletes what the killed session left (MockMed's episode databases)."""
+resume of that run deletes what the killed session left (MockMed's episode databases).
+Every first-party provider, and the one the scaffold writes, keeps its run files by the
+one rule of effectbench.core.statedir."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
+
+from effectbench.core.relocated import REMOVED_IN
+from effectbench.core.statedir import STATE_DIR_ENV, RunRoot
 
 EXE = Path(sys.executable).with_name("effectbench")
 
@@ -75,3 +84,133 @@ def test_two_runs_of_one_plan_in_one_second_get_their_own_state_roots(tmp_path: 
     assert a != b
     assert state_root(run_id, tmp_path / "a") == a  # a resume finds its own again
     assert state_root(run_id, tmp_path / "x" / ".." / "a") == a
+
+
+OLD_VARIABLES = ("EFFECTBENCH_MOCKMED_TMPDIR", "EFFECTBENCH_ROUNDUP_TMPDIR")
+
+
+def _clean(monkeypatch: pytest.MonkeyPatch, base: Path) -> None:
+    monkeypatch.setenv(STATE_DIR_ENV, str(base))
+    for name in OLD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def _dirs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(the state base, a root the harness hands over, a directory the provider is given)."""
+    made = tuple(tmp_path / d for d in ("base", "handed", "given"))
+    for d in made:
+        d.mkdir()
+    return made[0], made[1], made[2]
+
+
+def test_the_rule_a_given_directory_then_the_handed_root_then_the_state_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, handed, given = _dirs(tmp_path)
+    _clean(monkeypatch, base)
+    alone = RunRoot("p")
+    assert alone.make().parent == base
+    alone.use_state_dir(handed)
+    assert alone.make().parent == handed
+    pinned = RunRoot("p", given)
+    pinned.use_state_dir(handed)
+    assert pinned.make().parent == given
+    made = {
+        d.name: [p.name[: p.name.rindex("-")] for p in d.iterdir()] for d in (base, handed, given)
+    }
+    assert made == {"base": ["effectbench-p"], "handed": ["p"], "given": ["effectbench-p"]}
+
+
+SCAFFOLDED = "statedir-probe"
+"""The provider name given to ``effectbench new provider`` here (and its run files' prefix)."""
+
+
+@pytest.fixture(scope="module")
+def scaffolded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Any]]:
+    """The provider class ``effectbench new provider`` writes, imported from its files."""
+    from effectbench.scaffold.generate import generate_provider, names_for
+
+    names = names_for(SCAFFOLDED)
+    out = tmp_path_factory.mktemp("scaffold")
+    generate_provider(SCAFFOLDED, out)
+    sys.path.insert(0, str(out))
+    try:
+        cls = getattr(importlib.import_module(f"{names.pkg}.provider"), names.cls)
+        yield lambda d: cls(workdir=d)
+    finally:
+        sys.path.remove(str(out))
+        for module in [m for m in sys.modules if m.split(".")[0] == names.pkg]:
+            del sys.modules[module]
+
+
+def _factory(which: str, scaffolded: Callable[..., Any]) -> Callable[..., Any]:
+    if which == "mockmed":
+        from effectbench_mockmed.provider import MockMedProvider
+
+        return lambda d: MockMedProvider(tmp_root=d)
+    if which == "mockmed-diff":
+        from effectbench_mockmed.packs_diff import MockMedDiffProvider
+
+        return lambda d: MockMedDiffProvider(tmp_root=d)
+    if which == "roundup":
+        from effectbench_roundup.provider import RoundupProvider
+
+        return lambda d: RoundupProvider(tmp_root=d)
+    if which == "notes":
+        from effectbench_example_notes.provider import NotesProvider
+
+        return lambda d: NotesProvider(workdir=d)
+    return scaffolded
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("given", ["nothing", "a handed root", "a directory"])
+@pytest.mark.parametrize("which", ["mockmed", "mockmed-diff", "roundup", "notes", SCAFFOLDED])
+async def test_every_first_party_provider_and_the_scaffold_keep_run_files_by_the_one_rule(
+    which: str,
+    given: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    scaffolded: Callable[..., Any],
+) -> None:
+    base, handed, pinned = _dirs(tmp_path)
+    _clean(monkeypatch, base)
+    provider = _factory(which, scaffolded)(pinned if given == "a directory" else None)
+    if given != "nothing":
+        provider.use_state_dir(handed)
+    await provider.start()
+    try:
+        found = {d.name: [p.name for p in d.iterdir()] for d in (base, handed, pinned)}
+    finally:
+        await provider.stop()
+    where = {"nothing": base, "a handed root": handed, "a directory": pinned}[given]
+    prefix = f"{which}-" if where is handed else f"effectbench-{which}-"
+    assert [d for d, names in found.items() if names] == [where.name], found
+    assert len(found[where.name]) == 1 and found[where.name][0].startswith(prefix), found
+    assert not any(base.iterdir()) and not any(handed.iterdir()) and not any(pinned.iterdir())
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("variable", OLD_VARIABLES)
+async def test_a_providers_old_variable_still_pins_the_place_and_warns(
+    variable: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scaffolded: Callable[..., Any]
+) -> None:
+    base, handed, pinned = _dirs(tmp_path)
+    _clean(monkeypatch, base)
+    monkeypatch.setenv(variable, str(pinned))
+    which = "roundup" if "ROUNDUP" in variable else "mockmed"
+    with pytest.warns(DeprecationWarning) as caught:
+        provider = _factory(which, scaffolded)(None)
+    assert [str(w.message) for w in caught] == [
+        (
+            f"${variable} is deprecated (removed in effectbench {REMOVED_IN}): set "
+            f"${STATE_DIR_ENV} instead (docs/deprecations.md)"
+        )
+    ]
+    provider.use_state_dir(handed)
+    await provider.start()
+    try:
+        assert [p.name.startswith(f"effectbench-{which}-") for p in pinned.iterdir()] == [True]
+        assert not any(base.iterdir()) and not any(handed.iterdir())
+    finally:
+        await provider.stop()

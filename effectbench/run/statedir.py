@@ -9,32 +9,29 @@ removed after it stops, so whatever a run killed with SIGKILL left behind is del
 run's lock on its log is held. The harness claims the root for every run (``claimed``), and its
 own parts keep their files there too: the browsers' profiles, the Dask workers' scratch space
 and the providers the workers build. ``<base>`` is ``$EFFECTBENCH_STATE_DIR``, else /dev/shm when
-writable (episode files are created at hundreds per second), else the system temp dir.
+writable (episode files are created at hundreds per second), else the system temp dir: the
+state base of ``effectbench.core.statedir``, whose ``RunRoot`` is how a provider uses the root.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
 
-STATE_DIR_ENV: Final = "EFFECTBENCH_STATE_DIR"
+from effectbench.core.statedir import STATE_DIR_ENV, state_base
 
-
-def state_base() -> Path:
-    configured = os.environ.get(STATE_DIR_ENV)
-    if configured:
-        return Path(configured)
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return Path(tempfile.gettempdir())
+__all__ = [
+    "STATE_DIR_ENV",
+    "claimed",
+    "fresh_state_root",
+    "remove_state_root",
+    "state_base",
+    "state_root",
+]
 
 
 def state_root(run_id: str, run_dir: Path) -> Path:

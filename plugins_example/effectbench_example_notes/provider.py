@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from effectbench.core.statedir import RunRoot
 from effectbench.model import TaskSpec
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import EnvHandle, ProvisionedEpisode
@@ -29,22 +30,22 @@ class NotesProvider:
     version = "0.1.0"
 
     def __init__(self, workdir: Path | None = None) -> None:
-        """``workdir`` is where run scratch directories go (default: the system temp dir)."""
-        self._workdir = workdir
+        """``workdir`` is where run scratch directories go (default: the harness's rule,
+        ``effectbench.core.statedir``)."""
+        self._files = RunRoot("notes", workdir)
         self._root: Path | None = None
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root (docs/writing-a-provider.md): the run's files go
         there unless a ``workdir`` was given, so the next run or resume of a run that was
         killed deletes what it left."""
-        if self._workdir is None:
-            self._workdir = path
+        self._files.use_state_dir(path)
 
     def tasks(self) -> Sequence[TaskSpec]:
         return TASKS
 
     async def start(self) -> None:
-        self._root = Path(tempfile.mkdtemp(prefix="effectbench-notes-", dir=self._workdir))
+        self._root = self._files.make()
 
     async def stop(self) -> None:
         root, self._root = self._root, None

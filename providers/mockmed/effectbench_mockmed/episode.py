@@ -5,9 +5,7 @@ releases), with every live episode torn down by ``stop``."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
@@ -26,45 +24,7 @@ if TYPE_CHECKING:
     from effectbench_mockmed.client import Connections
 
 TMPDIR_ENV: Final = "EFFECTBENCH_MOCKMED_TMPDIR"
-
-
-def default_tmp_root() -> Path | None:
-    """Where episode databases go: ``$EFFECTBENCH_MOCKMED_TMPDIR``, else /dev/shm when
-    writable, else the system temp dir.
-
-    Episode files are created and deleted at hundreds per second; on this machine's
-    ext4 disk creating the file and its WAL side files costs ~1 ms per episode, on
-    tmpfs ~0.2 ms. They are still real SQLite files with a real WAL either way.
-    """
-    configured = os.environ.get(TMPDIR_ENV)
-    if configured:
-        return Path(configured)
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return None
-
-
-class RunRoot:
-    """Where one provider keeps a run's files: the harness's per-run state root when it
-    hands one over (``use_state_dir``: the next run or resume of a killed run cleans
-    it), unless a ``tmp_root`` or $EFFECTBENCH_MOCKMED_TMPDIR pins the place."""
-
-    def __init__(self, tmp_root: Path | None, prefix: str) -> None:
-        self._pinned = tmp_root is not None or bool(os.environ.get(TMPDIR_ENV))
-        self._tmp_root = tmp_root if tmp_root is not None else default_tmp_root()
-        self._state_dir: Path | None = None
-        self._prefix = prefix
-
-    def use_state_dir(self, path: Path) -> None:
-        if not self._pinned:
-            self._state_dir = path
-
-    def make(self) -> Path:
-        """A new directory for one start of the provider."""
-        if self._state_dir is not None:
-            return Path(tempfile.mkdtemp(prefix=f"{self._prefix}-", dir=self._state_dir))
-        return Path(tempfile.mkdtemp(prefix=f"effectbench-{self._prefix}-", dir=self._tmp_root))
+"""Deprecated (``effectbench.core.statedir``): it still pins where MockMed's run files go."""
 
 
 async def stop_served(

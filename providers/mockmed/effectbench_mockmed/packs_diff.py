@@ -19,6 +19,7 @@ import attrs
 import orjson
 
 from effectbench.arms.reference import REFERENCE_NAME
+from effectbench.core.statedir import RunRoot
 from effectbench.model import (
     Category,
     Change,
@@ -43,9 +44,9 @@ from effectbench_mockmed.diff_product import (
     build_template,
 )
 from effectbench_mockmed.episode import (
+    TMPDIR_ENV,
     Episode,
     LiveEpisodes,
-    RunRoot,
     close_files,
     fixture_mode,
     stop_served,
@@ -210,7 +211,7 @@ class MockMedDiffProvider:
     version: str = VERSION
 
     def __init__(self, *, tmp_root: Path | None = None) -> None:
-        self._root = RunRoot(tmp_root, "mockmed-diff")
+        self._root = RunRoot("mockmed-diff", tmp_root, old_env=TMPDIR_ENV)
         self._running: _Running | None = None
         self._live = LiveEpisodes()
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 import attrs
 
+from effectbench.core.statedir import RunRoot
 from effectbench.model import TaskSpec
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import (
@@ -26,13 +27,11 @@ from effectbench.provider import (
 )
 from effectbench.serve import LocalServer
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
-from effectbench_mockmed.episode import (  # TMPDIR_ENV, default_tmp_root: moved, kept here
-    TMPDIR_ENV,  # noqa: F401
+from effectbench_mockmed.episode import (  # TMPDIR_ENV: moved, kept here
+    TMPDIR_ENV,
     Episode,
     LiveEpisodes,
-    RunRoot,
     close_files,
-    default_tmp_root,  # noqa: F401
     http_env,
     mode_fault,
     stop_served,
@@ -133,15 +132,15 @@ class MockMedProvider:
     def __init__(
         self, *, tmp_root: Path | None = None, http_timeout_s: float = HTTP_TIMEOUT_S
     ) -> None:
-        self._root = RunRoot(tmp_root, "mockmed")
+        self._root = RunRoot("mockmed", tmp_root, old_env=TMPDIR_ENV)
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
         self._live = LiveEpisodes()
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root for episode state (writing-a-provider.md), unless a
-        ``tmp_root`` (or $EFFECTBENCH_MOCKMED_TMPDIR) was given: the next run or resume of
-        this run cleans it after a kill."""
+        ``tmp_root`` was given: the next run or resume of this run cleans it after a kill
+        (the rule: ``effectbench.core.statedir``)."""
         self._root.use_state_dir(path)
 
     def tasks(self) -> Sequence[TaskSpec]:

@@ -11,16 +11,15 @@ over the copy's SQLite file and message store.
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 import anyio
 
+from effectbench.core.statedir import RunRoot
 from effectbench.faults import FaultProxy, ProxyPlan
 from effectbench.model import TaskSpec
 from effectbench.oracles.sqlite_store import SqliteStore
@@ -33,21 +32,12 @@ __all__ = ["TMPDIR_ENV", "RoundupProvider"]
 VERSION: Final = "0.1.0"
 HTTP_TIMEOUT_S: Final = 30.0
 TMPDIR_ENV: Final = "EFFECTBENCH_ROUNDUP_TMPDIR"
+"""Deprecated (``effectbench.core.statedir``): it still pins where the run's trackers go."""
 STARTS_AT_ONCE: Final = 4
 """Trackers starting at the same time. A start is mostly CPU (Python start-up, the first
 page render); on 2 cores, 32 at once made every one of them miss its deadline."""
 USER: Final = "helpdesk"
 PASSWORD: Final = "helpdesk-pw"
-
-
-def _tmp_root() -> Path | None:
-    configured = os.environ.get(TMPDIR_ENV)
-    if configured:
-        return Path(configured)
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return None
 
 
 class _Episode:
@@ -84,8 +74,7 @@ class RoundupProvider:
     def __init__(
         self, *, tmp_root: Path | None = None, http_timeout_s: float = HTTP_TIMEOUT_S
     ) -> None:
-        self._pinned = tmp_root is not None or bool(os.environ.get(TMPDIR_ENV))
-        self._tmp_root = tmp_root if tmp_root is not None else _tmp_root()
+        self._files = RunRoot("roundup", tmp_root, old_env=TMPDIR_ENV)
         self._http_timeout_s = http_timeout_s
         self._root: Path | None = None
         self._live: dict[str, _Episode] = {}
@@ -93,11 +82,9 @@ class RoundupProvider:
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root (writing-a-provider.md): the pristine tracker and
-        every episode's copy go there, unless a ``tmp_root`` (or
-        $EFFECTBENCH_ROUNDUP_TMPDIR) was given, so the next run or resume of a killed run
-        deletes what it left."""
-        if not self._pinned:
-            self._tmp_root = path
+        every episode's copy go there, unless a ``tmp_root`` was given, so the next run or
+        resume of a killed run deletes what it left (``effectbench.core.statedir``)."""
+        self._files.use_state_dir(path)
 
     def tasks(self) -> Sequence[TaskSpec]:
         return TASKS
@@ -113,7 +100,7 @@ class RoundupProvider:
     async def start(self) -> None:
         if self._root is not None:
             raise RuntimeError("RoundupProvider.start() called twice; call stop() first")
-        root = Path(tempfile.mkdtemp(prefix="effectbench-roundup-", dir=self._tmp_root))
+        root = self._files.make()
         try:
             await anyio.to_thread.run_sync(build_pristine, root / "pristine")
         except BaseException:

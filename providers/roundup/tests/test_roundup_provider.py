@@ -231,7 +231,7 @@ def test_a_sigkilled_harness_leaves_no_roundup_server_behind(tmp_path: Path) -> 
         args,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "EFFECTBENCH_ROUNDUP_TMPDIR": str(tmp_path)},
+        env={**os.environ, "EFFECTBENCH_STATE_DIR": str(tmp_path)},
     )
     try:
         deadline = time.monotonic() + 150
@@ -263,7 +263,7 @@ def test_a_tracker_killed_under_the_agent_is_an_environment_failure(tmp_path: Pa
             "--out", str(out), "-q"]  # fmt: skip
     env = {
         **os.environ,
-        "EFFECTBENCH_ROUNDUP_TMPDIR": str(tmp_path),
+        "EFFECTBENCH_STATE_DIR": str(tmp_path),
         "EFFECTBENCH_TEST_BARRIER": str(barrier),
         "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
     }
