@@ -6,6 +6,7 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -107,6 +108,20 @@ def write_json(
     doc = {"bench": name, "machine": machine(), "loadavg_start": before, **payload}
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     print(f"wrote {path}", file=sys.stderr)
+
+
+def waited(argv: Sequence[str], *, quiet: bool = False) -> tuple[float, float, float]:
+    """(wall s, CPU s: user + sys, peak RSS MB: ru_maxrss) of one command, from wait4;
+    exits when the command fails. ``quiet`` drops its stderr too (stdout always)."""
+    stderr = subprocess.DEVNULL if quiet else None
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=stderr)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {code}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
 def loadavg() -> dict[str, float]:

@@ -32,7 +32,6 @@ from effectbench.run.plan import ProviderInfo, build_plan
 from effectbench.run.scheduler import Scheduler, SchedulerOptions
 
 HERE = Path(__file__).resolve().parent
-CHATTY = HERE / "_chatty_agent.py"
 NOOP = HERE / "_noop_agent.py"
 ACTIONS = 20
 
@@ -100,7 +99,7 @@ def main() -> None:
         on = median([micro(detail, True, 200_000) for _ in range(r)])
         micro_rows.append({"case": label, "ns_without": off, "ns_with": on, "ns_budget": on - off})
 
-    chatty = [system_python(), str(CHATTY), str(ACTIONS)]
+    chatty = [system_python(), str(NOOP), str(ACTIONS)]
     macro_rows = []
     for label, budget in (("with the budget", True), ("budget switched off", False)):
         walls = [

@@ -18,14 +18,12 @@ command <= 0.25 s; rescore and verify of the anchor run <= 0.35 s.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _common import load_line, loadavg, median, parser, table, write_json
+from _common import load_line, loadavg, median, parser, table, waited, write_json
 
 TARGET_VERSION_S = 0.15
 TARGET_HELP_S = 0.25
@@ -45,13 +43,8 @@ def wall(cmd: list[str]) -> float:
 
 def timed(cmd: list[str]) -> tuple[float, float]:
     """(wall s, CPU s of the child) of one run of ``cmd``."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed")
-    return elapsed, usage.ru_utime + usage.ru_stime
+    elapsed, cpu, _ = waited(cmd, quiet=True)
+    return elapsed, cpu
 
 
 def import_cost(mod: str, runs: int) -> tuple[float, int]:

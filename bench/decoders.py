@@ -21,9 +21,9 @@ from typing import Any
 import msgspec
 import orjson
 from _common import load_line, loadavg, parser, table, write_json
-from rescore import make_log, record_template
 
 from effectbench.log.lines import CHUNK, read_line
+from effectbench.testing import biglog
 
 
 class Envelope(msgspec.Struct, gc=False):
@@ -100,8 +100,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "template").mkdir()
-        started, template = record_template(root / "template")
-        count = make_log(root / "run", args.events, template, started)
+        template = biglog.record_template(root / "template")
+        count = biglog.make_log(root / "run", template, events=args.events)
         log = root / "run" / "events.jsonl"
         cpu: dict[str, list[float]] = {name: [] for name in WAYS}
         for _ in range(args.runs):

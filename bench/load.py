@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from _common import load_line, loadavg, parser, table, write_json
+from _common import load_line, loadavg, parser, table, waited, write_json
 
 TASKS = 9  # MockMed's pack
 ARMS = 2
@@ -113,21 +113,31 @@ def sampled_run(out: Path, trials: int, concurrency: int) -> tuple[Phase, Phase]
 
 def timed(argv: list[str]) -> tuple[float, float]:
     """(wall s, peak RSS MB from wait4) of one command."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    proc.returncode = code
-    if code != 0:
-        raise SystemExit(f"{' '.join(argv)} exited {code}")
-    return time.perf_counter() - t0, usage.ru_maxrss / 1024.0
+    wall, _, rss_mb = waited(argv)
+    return wall, rss_mb
 
 
-def _lines_of(log: Path, needle: bytes) -> int:
-    try:
-        return log.read_bytes().count(needle)
-    except OSError:
-        return 0
+@attrs.define
+class Tail:
+    """Counts ``needle`` in a growing file, reading only what was appended since the last
+    look, up to its last complete line (a line being written is counted next time)."""
+
+    path: Path
+    needle: bytes
+    count: int = 0
+    offset: int = 0
+
+    def grow(self) -> int:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return self.count
+        end = chunk.rfind(b"\n") + 1
+        self.count += chunk.count(self.needle, 0, end)
+        self.offset += end
+        return self.count
 
 
 def interrupt_latency(out: Path, trials: int, concurrency: int) -> float:
@@ -135,7 +145,8 @@ def interrupt_latency(out: Path, trials: int, concurrency: int) -> float:
     argv = [_exe(), "run", "--trials", str(trials), "--concurrency", str(concurrency)]
     argv += ["--out", str(out), "--quiet", "--screenshots", "none", "--no-report"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while _lines_of(out / "events.jsonl", b'"episode.finished"') < INTERRUPT_AFTER:
+    finished = Tail(out / "events.jsonl", b'"episode.finished"')
+    while finished.grow() < INTERRUPT_AFTER:
         if proc.poll() is not None:
             raise SystemExit("the run ended before it could be interrupted")
         time.sleep(0.2)

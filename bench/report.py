@@ -28,25 +28,16 @@ from typing import Any
 
 import anyio
 from _common import inmemory_provider, load_line, loadavg, median, parser, table, write_json
-from rescore import entries, record_template
 
 from effectbench.api import build_outputs
-from effectbench.log.reader import write_events_sync
 from effectbench.run.plan import ProviderInfo, build_plan
 from effectbench.run.scheduler import Scheduler, SchedulerOptions
-from effectbench.testing import NoopArm
+from effectbench.testing import NoopArm, biglog
 
 TARGET_S = 10.0
 TARGET_MB = 10.0
 TARGET_ANCHOR_MB = 1.0
 EXE = Path(sys.executable).with_name("effectbench")
-
-
-def mockmed_run(run_dir: Path, episodes: int, template: Any, started: dict[str, Any]) -> None:
-    per_trial = len(template)
-    trials = max(1, round(episodes / per_trial))
-    run_dir.mkdir()
-    write_events_sync(run_dir / "events.jsonl", entries(started, template, trials))
 
 
 def inmemory_run(run_dir: Path, episodes: int, n_tasks: int = 1000) -> None:
@@ -117,8 +108,8 @@ def main() -> None:
         anchor_run(root / "anchor")
         anchor_mb = (root / "anchor" / "report.html").stat().st_size / 1e6
         (root / "template").mkdir()
-        started, template = record_template(root / "template")
-        mockmed_run(root / "mockmed", args.episodes, template, started)
+        template = biglog.record_template(root / "template")
+        biglog.make_log(root / "mockmed", template, episodes=args.episodes)
         rows.append(measure("mockmed", root / "mockmed", args.runs))
         t0 = time.perf_counter()
         inmemory_run(root / "inmemory", args.episodes)

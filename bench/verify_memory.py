@@ -14,15 +14,12 @@ peak RSS at the largest run under 1.5x the smallest's (memory flat in episodes).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from _common import load_line, loadavg, median, parser, table, write_json
+from _common import load_line, loadavg, median, parser, table, waited, write_json
 
 from effectbench.audit.attest import attestations
 from effectbench.outputs.artifacts import build_artifacts
@@ -33,16 +30,7 @@ TARGET_RSS_RATIO = 1.5
 
 def verify_once(run_dir: Path) -> tuple[float, float, float]:
     """(wall s, CPU s, peak RSS MB) of one `effectbench verify` subprocess."""
-    exe = Path(sys.executable).with_name("effectbench")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([str(exe), "verify", str(run_dir)], stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    proc.returncode = code
-    if code != 0:
-        raise SystemExit(f"effectbench verify {run_dir} exited {code}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
+    return waited([str(Path(sys.executable).with_name("effectbench")), "verify", str(run_dir)])
 
 
 def main() -> None:

@@ -26,8 +26,6 @@ PROVIDER = "effectbench.testing:every_mode"
 DEATH_WAIT_S = 30.0
 """The longest a test waits for a process to die (it returns as soon as it has)."""
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
-
 
 @contextlib.contextmanager
 def _watched(pid: int) -> Iterator[int]:

@@ -19,6 +19,7 @@ import anyio
 import attrs
 import orjson
 
+from effectbench.core import versions
 from effectbench.core.model import trial_tag
 from effectbench.core.rundir import LOG_FILE
 from effectbench.log.reader import LogEntry, read_log, write_events_sync
@@ -91,7 +92,14 @@ def entries(template: Template, trials: int) -> Iterator[LogEntry]:
     from effectbench.run.plan import ProviderInfo, build_plan
 
     provider = MockMedProvider()
-    plan = build_plan(ProviderInfo(provider.name, provider.version), provider.tasks(), ARMS, trials)
+    harness = f"{versions.HARNESS_DISTRIBUTION}=={versions.PACKAGE_VERSION}"  # the baselines
+    plan = build_plan(
+        ProviderInfo(provider.name, provider.version),
+        provider.tasks(),
+        ARMS,
+        trials,
+        arm_versions=dict.fromkeys(ARMS, harness),
+    )
     started = {**template.started, "plan": plan.to_json(), "plan_hash": plan.plan_hash}
     yield ("run.started", started, None)
     tag0 = {
