@@ -23,7 +23,12 @@ from effectbench.core.errors import EffectBenchError
 from effectbench.core.prices import PriceTable, load_prices
 from effectbench.core.provider import BenchmarkProvider
 from effectbench.core.rundir import RunDir
-from effectbench.core.versions import HARNESS_DISTRIBUTION, HARNESS_PACKAGES, PACKAGE_VERSION
+from effectbench.core.versions import (
+    HARNESS_DISTRIBUTION,
+    HARNESS_PACKAGES,
+    PACKAGE_VERSION,
+    harness_shipped,
+)
 from effectbench.outputs.coverage import Shortfall, shortfalls
 from effectbench.run.options import DEFAULT_MIN_COVERAGE, DEFAULTS, OptionsError, RunOptions
 from effectbench.run.plan import (
@@ -112,16 +117,23 @@ def _arm_version(arm: Arm, shipped: tuple[str | None, str | None]) -> str | None
     """What code an arm is: its own ``version`` attribute, else ``dist==version`` of the
     distribution shipping it, else None (unknown, which still differs from a known one).
     An arm from the harness's own packages is ``effectbench==<version>`` even where no
-    distribution maps them (an editable install): verify counts it as harness code."""
+    distribution maps them (an editable install): verify counts it as harness code, so
+    an arm from anywhere else may not claim that version (a RunError)."""
+    module = type(arm).__module__
+    harness = module.split(".")[0] in HARNESS_PACKAGES
     own = getattr(arm, "version", None)
-    if isinstance(own, str) and own:
-        return own
     dist, version = shipped
-    if dist is None and type(arm).__module__.split(".")[0] in HARNESS_PACKAGES:
+    if dist is None and harness:
         dist, version = HARNESS_DISTRIBUTION, PACKAGE_VERSION
-    if dist is None:
-        return None
-    return dist if version is None else f"{dist}=={version}"
+    found = dist if dist is None or version is None else f"{dist}=={version}"
+    if isinstance(own, str) and own:
+        found = own
+    if not harness and harness_shipped(found):
+        raise RunError(
+            f"arm {arm.name!r} gives its version as {found!r}, the harness's own, but its "
+            f"code ({module}) is not the harness's: give it a version of its own"
+        )
+    return found
 
 
 def _resolve_provider(

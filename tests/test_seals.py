@@ -44,6 +44,13 @@ class Outsider:
         return AgentReport(reported_success=False, halted=True, message="declined")
 
 
+class Impostor(Outsider):
+    """A third-party in-process arm that gives the harness's own version as its own."""
+
+    name = "impostor"
+    version = "effectbench==0.1.0"
+
+
 def _first(run: Path) -> dict[str, Any]:
     line = (run / "events.jsonl").read_bytes().split(b"\n", 1)[0]
     data: dict[str, Any] = orjson.loads(line)["data"]
@@ -200,3 +207,19 @@ def test_harness_arms_are_contained_and_a_third_party_in_process_arm_is_not(
     assert proc.returncode == ExitCode.OK, proc.stderr
     check = _cli("verify", str(alone), cwd=tmp_path)
     assert check.returncode == ExitCode.OK and check.stdout.startswith(f"sound: {alone}")
+
+
+@pytest.mark.timeout(120)
+def test_a_third_party_arm_claiming_the_harness_version_does_not_run(tmp_path: Path) -> None:
+    """Harness code is where the arm's class lives, not what it says it is: an outside arm
+    whose ``version`` names the effectbench distribution would verify as contained."""
+    run = tmp_path / "run"
+    env = pythonpath_env(TESTS)
+    proc = _cli("run", "--arm", "test_seals:Impostor", "--trials", "1", "--out", str(run),
+                "-q", "--no-report", cwd=tmp_path, env=env)  # fmt: skip
+    assert proc.returncode == ExitCode.USAGE, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "arm 'impostor' gives its version as 'effectbench==0.1.0'" in line, line
+    assert "(test_seals) is not the harness's" in line
+    assert not (run / "events.jsonl").exists()

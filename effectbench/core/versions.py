@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Final
 
 PACKAGE_VERSION: Final = "0.1.0"
+"""The effectbench distribution's version."""
 HARNESS_DISTRIBUTION: Final = "effectbench"
 """The distribution the harness ships as; an arm it ships is harness code (verify)."""
 HARNESS_PACKAGES: Final = ("effectbench", "effectbench_mockmed")
 """The top-level packages of that distribution's wheel (pyproject.toml)."""
-"""The effectbench distribution's version."""
 
 SPEC_VERSION: Final = "1.1.0"
 """Version of SPEC.md this code implements (semantic versioning, see SPEC.md section 10)."""
@@ -33,3 +33,11 @@ EVENTS_SCHEMA_ID: Final = "effectbench.events/1"
 """The log line format (effectbench/schema/events.schema.json)."""
 
 PLAN_SCHEMA: Final = "effectbench.plan/2"
+
+
+def harness_shipped(arm_version: object) -> bool:
+    """An ``arm_versions`` entry names the harness's own distribution (harness code, to
+    verify; the run gives it only to an arm whose class is in ``HARNESS_PACKAGES``)."""
+    return isinstance(arm_version, str) and (
+        arm_version == HARNESS_DISTRIBUTION or arm_version.startswith(f"{HARNESS_DISTRIBUTION}==")
+    )

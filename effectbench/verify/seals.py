@@ -18,17 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from effectbench.core.versions import HARNESS_DISTRIBUTION
+from effectbench.core.versions import HARNESS_DISTRIBUTION, harness_shipped
 from effectbench.outputs.coverage import arm_coverage, shortfalls
 
 __all__ = ["HARNESS_DISTRIBUTION", "coverage_lines", "harness_shipped", "uncontained_arms"]
-
-
-def harness_shipped(arm_version: Any) -> bool:
-    """The plan's ``arm_versions`` entry names the harness's own distribution."""
-    return isinstance(arm_version, str) and (
-        arm_version == HARNESS_DISTRIBUTION or arm_version.startswith(f"{HARNESS_DISTRIBUTION}==")
-    )
 
 
 def uncontained_arms(
