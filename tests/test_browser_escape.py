@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio.from_thread
+import attrs
 import pytest
 from test_browser_lifecycle import _comm, _descendants
 
@@ -32,11 +33,22 @@ pytestmark = pytest.mark.timeout(180)
 SECRET = "effectbench-escape-" + secrets.token_hex(8)
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    """Serves ``_Page``, and keeps the path of every request it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Page)
+        self.hits: list[str] = []
+
+
 class _Page(http.server.BaseHTTPRequestHandler):
     """``/``: a page; ``/secret``: the secret, readable cross-origin (CORS ``*``);
     ``/go?<url>``: a redirect there."""
 
+    server: _Server
+
     def do_GET(self) -> None:
+        self.server.hits.append(self.path)
         if self.path.startswith("/go?"):
             self.send_response(302)
             self.send_header("Location", self.path.split("?", 1)[1])
@@ -57,33 +69,42 @@ class _Page(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def _server() -> Iterator[str]:
-    """A real HTTP server on 127.0.0.1 (its own port), in a thread; its base URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+def _serving() -> Iterator[_Server]:
+    """A real HTTP server on 127.0.0.1 (its own port), in a thread."""
+    server = _Server()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}/"
+        yield server
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
 
 
+@contextlib.contextmanager
+def _server() -> Iterator[str]:
+    """``_serving()``'s base URL."""
+    with _serving() as server:
+        yield f"http://127.0.0.1:{server.server_port}/"
+
+
+@attrs.frozen
 class World:
     """The hub, run in a portal thread, the episode's product, and the host's secrets
     (files, and another loopback service) it must not reach."""
 
-    def __init__(
-        self, portal: Any, hub: CdpHub, secret_file: Path, shm_file: Path, product: str,
-        other: str,
-    ) -> None:  # fmt: skip
-        self.portal = portal
-        self.hub = hub
-        self.secret_file = secret_file
-        self.shm_file = shm_file
-        self.product = product
-        self.other = other
+    portal: Any
+    hub: CdpHub
+    secret_file: Path
+    shm_file: Path
+    product: str
+    other_server: _Server
+
+    @property
+    def other(self) -> str:
+        """Another loopback service's base URL (its own port)."""
+        return f"http://127.0.0.1:{self.other_server.server_port}/"
 
     def episode(self) -> CdpEpisode:
         policy = OriginPolicy.of_channels({"base_url": self.product})
@@ -104,7 +125,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     try:
         with (
             _server() as product,
-            _server() as other,
+            _serving() as other,
             anyio.from_thread.start_blocking_portal() as portal,
         ):
             hub = CdpHub()
@@ -424,6 +445,115 @@ def test_the_browser_reaches_no_other_loopback_port(world: World) -> None:
     finally:
         world.close(episode)
     assert episode.gate.refused >= 3  # the page's own navigation, the redirect, the fetch
+
+
+_SCHEMES = (
+    "chrome://version/",
+    "devtools://devtools/bundled/inspector.html",
+    f"data:text/html,<p>{SECRET}</p>",
+    "javascript:document.title",
+    "blob:http://127.0.0.1/00000000-0000-0000-0000-000000000000",
+)
+
+
+def test_every_other_scheme_is_refused_for_a_document(world: World) -> None:
+    """``chrome:``, ``devtools:``, ``data:``, ``javascript:``, ``blob:``: refused by the
+    proxy as a navigation and as a new page, at browser level and on a browser session
+    the client opened, with the reason (not some failure of Chromium's)."""
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        extra = cdp.call("Target.attachToBrowserTarget", {})["sessionId"]
+        for url in _SCHEMES:
+            scheme = url.split(":", 1)[0]
+            for method, params, where in (
+                ("Page.navigate", {"url": url}, session),
+                ("Target.createTarget", {"url": url}, None),
+                ("Target.createTarget", {"url": url}, extra),
+            ):
+                reply = _refused_or(cdp, method, params, where)
+                assert isinstance(reply, str) and f"{scheme}: URLs are refused" in reply, (
+                    method, url, reply,
+                )  # fmt: skip
+        pages = [t for t in cdp.call("Target.getTargets")["targetInfos"] if t["type"] == "page"]
+        assert [p["url"] for p in pages] == ["about:blank"], pages
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+
+
+def test_no_command_hands_the_browser_a_host_file(world: World) -> None:
+    """``Page.handleFileChooser``, ``Network.loadNetworkResource`` of a host file, and the
+    ``PWA`` and ``Extensions`` domains: refused by the proxy, on the page's session and at
+    browser level."""
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        frame = cdp.call("Page.getFrameTree", {}, session)["frameTree"]["frame"]["id"]
+        secret = world.secret_file.as_uri()
+        for method, params in (
+            ("Page.handleFileChooser", {"action": "accept", "files": [str(world.secret_file)]}),
+            ("Network.loadNetworkResource",
+             {"frameId": frame, "url": secret,
+              "options": {"disableCache": True, "includeCredentials": False}}),
+            ("PWA.install", {"manifestId": secret, "installUrlOrBundleUrl": secret}),
+            ("PWA.launch", {"manifestId": secret}),
+            ("Extensions.loadUnpacked", {"path": str(world.secret_file.parent)}),
+        ):  # fmt: skip
+            on_page = _refused_or(cdp, method, params, session)
+            assert isinstance(on_page, str), (method, on_page)
+            assert "reads no host files" in on_page or "not allowed" in on_page, on_page
+            at_browser = _refused_or(cdp, method, params)
+            assert isinstance(at_browser, str) and "not allowed" in at_browser, at_browser
+        assert SECRET not in json.dumps(cdp.events)
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+
+
+_SUBRESOURCES_JS = """new Promise(done => {
+  const base = %(base)s, mark = %(mark)s, left = [];
+  const settle = p => left.push(p);
+  for (const [tag, attr] of [["img", "src"], ["script", "src"], ["iframe", "src"],
+                             ["link", "href"], ["video", "src"]]) {
+    const el = document.createElement(tag);
+    if (tag === "link") el.rel = "stylesheet";
+    settle(new Promise(r => { el.onload = () => r(tag + " loaded"); el.onerror = () => r(tag); }));
+    el[attr] = base + "secret?" + mark + "-" + tag;
+    document.body.append(el);
+  }
+  settle(new Promise(r => {
+    const ws = new WebSocket(base.replace("http", "ws") + "secret?" + mark + "-ws");
+    ws.onopen = () => r("ws open"); ws.onerror = () => r("ws"); ws.onclose = () => r("ws");
+  }));
+  settle(navigator.sendBeacon(base + "secret?" + mark + "-beacon", "x") ? "beacon" : "beacon");
+  Promise.all(left).then(done);
+})"""
+
+
+def test_no_subresource_websocket_or_beacon_of_the_page_reaches_another_port(
+    world: World,
+) -> None:
+    """The product's page loads an image, a script, a frame, a stylesheet and a video
+    from another service on 127.0.0.1, opens a WebSocket to it and sends it a beacon:
+    not one request arrives there (the gate answers 403, a CONNECT for the WebSocket)."""
+    mark = secrets.token_hex(6)
+    episode = world.episode()
+    try:
+        cdp = Cdp(episode.url)
+        session = _page(cdp)
+        assert "the product" in _goto(cdp, session, world.product)
+        before = episode.gate.refused
+        expression = _SUBRESOURCES_JS % {"base": json.dumps(world.other), "mark": json.dumps(mark)}
+        settled = _evaluate(cdp, session, expression)
+        assert "ws open" not in settled, settled  # (a frame "loads" the gate's 403 page)
+        cdp.ws.close()
+    finally:
+        world.close(episode)
+    assert [hit for hit in world.other_server.hits if mark in hit] == []
+    assert episode.gate.refused - before >= 6  # five elements and the WebSocket at least
 
 
 ESCAPE_AGENT = Path(__file__).with_name("agents") / "cdp_escape_agent.py"

@@ -114,7 +114,10 @@ def test_a_venv_interpreter_named_after_env_and_a_console_script_work_too(
 def test_node_modules_and_package_json_above_a_script_are_mounted(tmp_path: Path) -> None:
     node = shutil.which("node")
     if node is None:
-        pytest.skip("no node on this machine")
+        pytest.fail(
+            "no node on this machine: `make test` installs Node.js (run it), or "
+            "`apt-get install nodejs`"
+        )
     project = tmp_path / "project"
     dep = project / "node_modules" / "leftpad"
     dep.mkdir(parents=True)

@@ -158,7 +158,7 @@ class _Client:
         asked = session  # what the replies of the proxy's own carry
         if session is None and self.page is not None:
             session = self.page  # a page endpoint: session-less commands are its page's
-        if session is not None and session not in self.sessions | self.browsers:
+        if session is not None and not self._holds(session):
             self.send(_error(ident, f"no session {session} on this endpoint", asked))
         elif method in cdp_rules.DOWNLOAD_BEHAVIOUR:
             # acknowledged, never forwarded: the context's "deny" (set at open) stands
@@ -193,7 +193,7 @@ class _Client:
             return
         label = method
         if method == "Target.detachFromTarget":
-            if params.get("sessionId") not in self.sessions | self.browsers:
+            if not self._holds(params.get("sessionId")):
                 self.send(_error(ident, "no such session on this endpoint", via))
                 return
         elif method == "Target.attachToTarget" and await self._is_browser(
@@ -286,6 +286,11 @@ class _Client:
             if browser_level and isinstance(target, str):
                 self.attached.pop((str(session), target), None)
         self.send(msg)
+
+    def _holds(self, session: object) -> bool:
+        """Whether ``session`` is one of this connection's (checked on every message:
+        no set is built for it)."""
+        return session in self.sessions or session in self.browsers
 
     def _own_session(self, session: str, *, browser: bool) -> None:
         (self.browsers if browser else self.sessions).add(session)

@@ -67,6 +67,14 @@ class Gate:
 
     def __init__(self, policy: OriginPolicy) -> None:
         self.policy = policy
+        self._upstreams = {o: _address(o) for o in policy.origins}
+        """Each allowed origin's (host, port), worked out once for the context."""
+        self._tunnels = {o.split("://", 1)[1]: o for o in policy.origins}
+        """A ``CONNECT`` target (``host:port``) -> the allowed origin it names."""
+        self._refused_text = (
+            f"is not one of this episode's product origins "
+            f"({', '.join(sorted(policy.origins)) or 'none'})"
+        )
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
         self.url = ""
@@ -138,31 +146,30 @@ class Gate:
         """A connection to the target's origin when the policy allows it, else the
         refusal written to ``writer`` and None."""
         if tunnel:
-            allowed = [o for o in self.policy.origins if o.split("://", 1)[1] == target.lower()]
-            origin = allowed[0] if allowed else None
+            origin = self._tunnels.get(target.lower())
             what = target
         else:
             origin = origin_of(target)
             what = origin or target[:80]
-        if origin is None or not self.policy.allows_origin(origin):
+        address = self._upstreams.get(origin) if origin is not None else None
+        if origin is None or address is None:
             self.refused += 1
-            allowed_text = ", ".join(sorted(self.policy.origins)) or "none"
-            writer.write(
-                _refusal(
-                    "403 Forbidden",
-                    f"{what} is not one of this episode's product origins ({allowed_text})",
-                )
-            )
+            writer.write(_refusal("403 Forbidden", f"{what} {self._refused_text}"))
             return None
-        host, _, port = origin.split("://", 1)[1].rpartition(":")
+        host, port = address
         try:
             return await asyncio.wait_for(
-                asyncio.open_connection(host.strip("[]"), int(port), limit=HEAD_LIMIT),
-                CONNECT_TIMEOUT_S,
+                asyncio.open_connection(host, port, limit=HEAD_LIMIT), CONNECT_TIMEOUT_S
             )
         except (OSError, TimeoutError):
             writer.write(_refusal("502 Bad Gateway", f"{origin} did not accept a connection"))
             return None
+
+
+def _address(origin: str) -> tuple[str, int]:
+    """The host (brackets off) and port of a ``scheme://host:port`` origin."""
+    host, _, port = origin.split("://", 1)[1].rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def _path_of(target: bytes) -> bytes:

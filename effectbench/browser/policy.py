@@ -58,9 +58,6 @@ class OriginPolicy:
         found = (origin_of(u) for u in urls if isinstance(u, str))
         return cls(frozenset(o for o in found if o is not None))
 
-    def allows_origin(self, origin: str | None) -> bool:
-        return origin is not None and origin in self.origins
-
     def refusal(self, url: object) -> str | None:
         """Why a top-level document at ``url`` is refused, or None when it may load."""
         if not isinstance(url, str):
