@@ -77,6 +77,13 @@ def _verdict(before: Any, after: Any, note: str) -> tuple[bool, str]:
     return True, "the readback shows the triage encounter with the note"
 
 
+def _submit(payload: Mapping[str, Any]) -> Reply:
+    """Submit the payload's Triage encounter for patient p1."""
+    fields = {"patient_id": "p1", "type": "Triage", "note": payload["note"]}
+    fields["key"] = payload["record_key"]
+    return _ok(call("submit_form", {"fields": fields}))
+
+
 def solve(messages: Sequence[Mapping[str, Any]], skip: int = 0) -> Reply:
     """Read the form, read the records, submit, read again, report what the reads show.
     ``skip`` turns at the start belong to something else (e.g. malformed calls)."""
@@ -87,13 +94,7 @@ def solve(messages: Sequence[Mapping[str, Any]], skip: int = 0) -> Reply:
     if turn == 1:
         return _ok(call("read_records", {}))
     if turn == 2:
-        fields = {
-            "patient_id": "p1",
-            "type": "Triage",
-            "note": payload["note"],
-            "key": payload["record_key"],
-        }
-        return _ok(call("submit_form", {"fields": fields}))
+        return _submit(payload)
     if turn == 3:
         return _ok(call("read_records", {}))
     results = _tool_results(messages)
@@ -145,16 +146,9 @@ def flaky(messages: Sequence[Mapping[str, Any]], ep: Endpoint) -> Reply:
 
 def spender(messages: Sequence[Mapping[str, Any]], ep: Endpoint) -> Reply:
     """Submits the payload's encounter in its first answer, an answer that costs
-    ``SPENDER_TOKENS`` output tokens (over any small budget), then solves."""
+    ``SPENDER_TOKENS`` output tokens (over any small budget), then reports success."""
     if _turn(messages) == 0:
-        payload = _payload(messages)
-        fields = {
-            "patient_id": "p1",
-            "type": "Triage",
-            "note": payload["note"],
-            "key": payload["record_key"],
-        }
-        return _ok(call("submit_form", {"fields": fields}))
+        return _submit(_payload(messages))
     return _ok(call("finish", {"success": True, "message": "submitted"}))
 
 

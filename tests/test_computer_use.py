@@ -16,6 +16,7 @@ import anyio
 import orjson
 import pytest
 from effectbench_mockmed import PINNED
+from test_llm_arm import _events, _rows
 
 from effectbench.api import evaluate_provider_async
 from effectbench.arms.computer_use import (
@@ -39,18 +40,6 @@ from effectbench.testing.computer_use import Sight, StandIn
 
 pytestmark = pytest.mark.timeout(600)
 VIEW = Viewport()
-
-
-def _rows(run_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for line in (run_dir / "results.jsonl").read_bytes().splitlines():
-        row = orjson.loads(line)
-        out.setdefault(row["arm"], {})[row["task_id"].removeprefix("mockmed::")] = row
-    return out
-
-
-def _events(run_dir: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in (run_dir / "events.jsonl").read_bytes().splitlines()]
 
 
 async def _run_all(tmp_path: Path) -> dict[str, Any]:
@@ -340,3 +329,48 @@ def test_the_anthropic_format_sends_the_computer_tool_and_screenshots_in_tool_re
     assert to_action({"action": "wait", "duration": 0.5}) == ("wait", {"ms": 500})
     with pytest.raises(ValueError, match="not supported"):
         to_action({"action": "triple_click", "coordinate": [1, 1]})
+
+
+def test_verify_refuses_an_action_that_cites_a_screenshot_its_episode_had_not_seen(
+    run: dict[str, Any], tmp_path: Path
+) -> None:
+    """Forged citations, rechained so the hash chain holds: an episode's first action made
+    to cite an image its episode logs only later, or one only another episode had logged
+    by then. Both images are stored, so only the per-episode, logged-before rule tells."""
+    import shutil
+
+    from test_rescore import _rechain
+
+    from effectbench.verify import verify_run
+
+    lines = (run["dir"] / "events.jsonl").read_bytes().splitlines()
+    events = [orjson.loads(ln) for ln in lines]
+    shots: dict[str, list[str]] = {}  # each episode's screenshots, in log order
+    for e in events:
+        if e["type"] == "episode.screenshot":
+            shots.setdefault(e["ep"], []).append(e["data"]["sha256"])
+    firsts: dict[str, int] = {}  # each episode's first computer action
+    for i, e in enumerate(events):
+        if e["type"] == "episode.action" and e["data"]["kind"] == "computer":
+            firsts.setdefault(e["ep"], i)
+    # the last episode to act: other episodes' images were logged before its first action
+    ep, first = max(firsts.items(), key=lambda kv: kv[1])
+    mine = shots[ep]
+    assert events[first]["data"]["detail"]["screenshot"] == mine[0]
+    others = {
+        e["data"]["sha256"]
+        for e in events[:first]
+        if e["type"] == "episode.screenshot" and e["ep"] != ep
+    } - set(mine)
+    later = next(s for s in mine if s != mine[0])
+    for n, forged in enumerate((later, min(others))):
+        event = orjson.loads(lines[first])
+        event["data"]["detail"]["screenshot"] = forged
+        copy = tmp_path / f"forged{n}"
+        shutil.copytree(run["dir"], copy)
+        edited = [*lines[:first], orjson.dumps(event), *lines[first + 1 :]]
+        (copy / "events.jsonl").write_bytes(b"\n".join(_rechain(edited)) + b"\n")
+        report = verify_run(copy)
+        assert any(f"({ep}): action cites screenshot {forged[:16]}" in r for r in report.reasons), (
+            report.reasons
+        )

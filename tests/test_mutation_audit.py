@@ -4,19 +4,23 @@ the sound task is audited."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import anyio
 import attrs
+import orjson
 import pytest
 from ledger_plugin import NAMED, WEAK, LedgerProvider, ledger_task, sound, unchecked
+from test_audit import _events, _rechain
 
 from effectbench.audit.checks import audit_log
 from effectbench.audit.report import AuditReport
 from effectbench.audit.runner import audit_provider
 from effectbench.model import Effect, FieldEquals, OracleSpec, ParamRef, RecordWritten
 from effectbench.testing import InMemoryProvider, memory_task
+from effectbench.verify.run_check import verify_run
 
 
 def _audit(provider: Any, out: Path) -> AuditReport:
@@ -85,3 +89,63 @@ def test_an_unchecked_boolean_is_named_too(tmp_path: Path) -> None:
     (t,) = report.tasks
     assert t.status in ("weak", "gameable"), t.reasons
     assert any(r.startswith("mutation survived: notes.urgent flipped ") for r in t.reasons)
+
+
+# --- the seal: adversarially_audited is earned from the logged reads, never claimed -------------
+
+SOUND_REF = "oracle::ledger::sound::t0"
+AMOUNT_REF = f"oracle::{WEAK['amount'].task_id}::t0"
+
+
+def _survived(e: dict[str, Any]) -> bool:
+    return e["ep"] == AMOUNT_REF and e["data"]["mutation"]["name"].startswith("payments.amount ")
+
+
+@pytest.mark.parametrize(
+    ("task_id", "dropped"),
+    [
+        ("ledger::sound", lambda e: e["ep"] == SOUND_REF),  # every read of a sound task
+        (WEAK["amount"].task_id, _survived),  # only the reads that would show the survivors
+    ],
+)
+def test_a_log_whose_mutation_reads_were_dropped_attests_nothing(
+    ledger: AuditReport, tmp_path: Path, task_id: str, dropped: Any
+) -> None:
+    """A forger drops mutation reads and re-makes the hash chain (no secret needed): the
+    audit re-judges every planned mutation from the log, so the task is not attested."""
+    events = _events(ledger.log_path)
+    kept = [e for e in events if e["type"] != "episode.mutation_read" or not dropped(e)]
+    assert len(kept) < len(events)
+    report = audit_log(_rechain(kept, tmp_path / "events.jsonl"))
+    t = next(t for t in report.tasks if t.task_id == task_id)
+    assert report.attestations[task_id] is False, t.reasons
+    assert any(r.endswith("planned mutation(s) have no read in the log") for r in t.reasons)
+
+
+def test_verify_rejudges_the_mutation_reads_not_the_audits_claim(
+    ledger: AuditReport, tmp_path: Path
+) -> None:
+    """The sound task's mutation reads dropped, the chain and the manifest's log hash made
+    to match, audit.json left saying audited: verify re-derives the attestation from the
+    log and names the manifest's claim as false."""
+    run = tmp_path / "run"
+    shutil.copytree(ledger.log_path.parent, run)
+    kept = [
+        e
+        for e in _events(ledger.log_path)
+        if not (e["type"] == "episode.mutation_read" and e["ep"] == SOUND_REF)
+    ]
+    _rechain(kept, run / "events.jsonl")
+    manifest = orjson.loads((run / "manifest.json").read_bytes())
+    assert manifest["attestations"]["adversarially_audited"]["ledger::sound"] is True
+    last = orjson.loads((run / "events.jsonl").read_bytes().splitlines()[-1])
+    manifest["log"].update(final_hash=last["h"], events=len(kept))
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    claimed = orjson.loads((run / "audit.json").read_bytes())
+    assert claimed["attestations"]["ledger::sound"] is True  # the forger's evidence, untouched
+    report = verify_run(run)
+    assert not report.ok
+    assert (
+        "manifest.json: attestations.adversarially_audited.ledger::sound claimed true, "
+        "recomputed false"
+    ) in report.reasons, report.reasons

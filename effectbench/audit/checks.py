@@ -301,19 +301,15 @@ def _audit_task(
             )
 
     # (a'') a reference diff: its program must reach CORRECT on a fault-free twin (the
-    # control), judged against its own twin's diff, so one that does nothing or whose diff
-    # moves with something the allow-list does not cover is caught.
+    # control; TaskSpec refuses one filed under a fault category), judged against its own
+    # twin's diff, so one that does nothing or whose diff moves with something the
+    # allow-list does not cover is caught.
     effect = task.expected_effect
     if isinstance(effect, DiffEffect) and effect.is_reference:
         if effect.reference != REFERENCE_NAME:
             failed[INCOMPLETE].append(
                 f"the reference program {effect.reference!r} is not the audit's reference arm "
                 f"{REFERENCE_NAME!r}, so nothing shows it reaches the correct diff"
-            )
-        elif task.category is not Category.CONTROL:
-            failed[INCOMPLETE].append(
-                "a reference diff is audited on a fault-free twin: declare the task's control "
-                "(category control) so its reference program is shown to reach CORRECT there"
             )
         elif not task.correct_action_available:
             failed[BROKEN].append("a reference diff's control must declare a correct action")

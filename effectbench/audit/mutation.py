@@ -22,7 +22,7 @@ from effectbench.run.mutate import wants_mutations
 from effectbench.run.mutations import Mutation, declared
 from effectbench.scoring.labels import score_episode
 
-__all__ = ["MutationEvidence", "MutationScore", "excuse", "score_mutations"]
+__all__ = ["MutationEvidence", "MutationScore", "score_mutations"]
 
 
 @attrs.define
@@ -62,20 +62,7 @@ class MutationScore:
     nothing correct to mutate (a fault task without a correct action): noted only."""
 
     def plain(self) -> dict[str, Any]:
-        return {
-            "tested": self.tested,
-            "applicable": self.applicable,
-            "reason": self.reason,
-            "planned": self.planned,
-            "applied": self.applied,
-            "killed": self.killed,
-            "refused": self.refused,
-            "errors": list(self.errors),
-            "survivors": list(self.survivors),
-            "excused": list(self.excused),
-            "survived_irrelevant": self.survived_irrelevant,
-            "skipped": self.skipped,
-        }
+        return attrs.asdict(self)
 
     def summary(self) -> str:
         if not self.tested:
@@ -91,21 +78,6 @@ class MutationScore:
             else ""
         )
         return f"mutation score {self.killed}/{self.applied} killed{excused}{extra}"
-
-
-def excuse(task: TaskSpec, mutation: Mapping[str, Any]) -> str | None:
-    """The declared reason a surviving mutation does not matter, or None."""
-    try:
-        m = Mutation(
-            str(mutation["table"]),
-            mutation["target"],
-            int(mutation["index"]),
-            None if mutation.get("column") is None else str(mutation["column"]),
-            str(mutation["kind"]),
-        )
-    except (KeyError, TypeError, ValueError):
-        return None
-    return declared(task.oracle.irrelevant, m)
 
 
 def _snapshot(raw: Any) -> Snapshot | None:
@@ -193,14 +165,10 @@ def score_mutations(
         if verdict.true_state is not wanted:
             killed += 1
             continue
-        why = excuse(task, mutation)
-        if why is not None:
-            where = (
-                str(mutation.get("table"))
-                if mutation.get("column") is None
-                else (f"{mutation.get('table')}.{mutation.get('column')}")
-            )
-            excused.setdefault((where, why), []).append(name.removeprefix(where).strip())
+        m = Mutation.of(mutation)
+        why = None if m is None else declared(task.oracle.irrelevant, m)
+        if m is not None and why is not None:
+            excused.setdefault((m.where, why), []).append(name.removeprefix(m.where).strip())
         else:
             survivors.append(f"{name} [events.jsonl#{seq}]")
     missing = len(planned) - len(seen)

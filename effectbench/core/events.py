@@ -202,7 +202,7 @@ class ReferencePostRead:
 class MutationPlanned:
     """The oracle mutation audit of a reference episode (docs/audit.md): on a twin, the
     store was read before and after the reference ran; ``mutations`` (each a
-    ``run.mutations.Mutation.plain()`` with its ``name``) follow, one
+    ``run.mutations.Mutation.plain()``, its name included) follow, one
     ``episode.mutation_read`` each. ``tested`` False: nothing could be mutated
     (``reason`` says why), so the task is not mutation-tested."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final, TypeVar
+from typing import TypeVar
 
 import anyio.to_thread
 import attrs
@@ -21,10 +21,10 @@ import orjson
 
 from effectbench.core.model import JSONScalar
 from effectbench.core.store import Locator, StoredRow, StoredTable, StoreRefused
+from effectbench.oracles.sqlite import BUSY_TIMEOUT_S, _quote_ident, _scalar, user_tables
 
 __all__ = ["SqliteStore"]
 
-BUSY_TIMEOUT_S: Final = 5.0
 _T = TypeVar("_T")
 
 
@@ -32,34 +32,14 @@ def _fspath(path: str | os.PathLike[str]) -> str:
     return os.fspath(path)
 
 
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _scalar(value: object) -> JSONScalar:
-    if value is None or isinstance(value, (str, int, float)):
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    return str(value)
-
-
-def _table_names(conn: sqlite3.Connection) -> list[str]:
-    cur = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
-        "ESCAPE '\\' ORDER BY name"
-    )
-    return [str(r[0]) for r in cur.fetchall()]
-
-
 def _key(conn: sqlite3.Connection, table: str) -> tuple[str, ...]:
-    info = conn.execute(f"PRAGMA table_info({_q(table)})").fetchall()
+    info = conn.execute(f"PRAGMA table_info({_quote_ident(table)})").fetchall()
     return tuple(str(r[1]) for r in sorted((r for r in info if r[5]), key=lambda r: int(r[5])))
 
 
 def _references(conn: sqlite3.Connection, table: str) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
-    for r in conn.execute(f"PRAGMA foreign_key_list({_q(table)})").fetchall():
+    for r in conn.execute(f"PRAGMA foreign_key_list({_quote_ident(table)})").fetchall():
         target, col, to = str(r[2]), str(r[3]), r[4]
         out[col] = (target, str(to) if to is not None else "rowid")
     return out
@@ -67,7 +47,7 @@ def _references(conn: sqlite3.Connection, table: str) -> dict[str, tuple[str, st
 
 def _has_rowid(conn: sqlite3.Connection, table: str) -> bool:
     try:
-        conn.execute(f"SELECT rowid FROM {_q(table)} LIMIT 0")
+        conn.execute(f"SELECT rowid FROM {_quote_ident(table)} LIMIT 0")
     except sqlite3.OperationalError:
         return False
     return True
@@ -99,21 +79,21 @@ class SqliteStore:
 
     async def tables(self) -> Sequence[StoredTable]:
         def work(conn: sqlite3.Connection) -> list[StoredTable]:
-            return [StoredTable(t, _key(conn, t), _references(conn, t)) for t in _table_names(conn)]
+            return [StoredTable(t, _key(conn, t), _references(conn, t)) for t in user_tables(conn)]
 
         return await self._run(work)
 
     async def rows(self, table: str) -> Sequence[StoredRow]:
         def work(conn: sqlite3.Connection) -> list[StoredRow]:
             if _has_rowid(conn, table):
-                cur = conn.execute(f"SELECT rowid, * FROM {_q(table)} ORDER BY rowid")
+                cur = conn.execute(f"SELECT rowid, * FROM {_quote_ident(table)} ORDER BY rowid")
                 names = [d[0] for d in cur.description][1:]
                 return [
                     StoredRow(int(r[0]), {n: _scalar(v) for n, v in zip(names, r[1:], strict=True)})
                     for r in cur.fetchall()
                 ]
             key = _key(conn, table)
-            cur = conn.execute(f"SELECT * FROM {_q(table)}")
+            cur = conn.execute(f"SELECT * FROM {_quote_ident(table)}")
             names = [d[0] for d in cur.description]
             out = []
             for r in cur.fetchall():
@@ -130,14 +110,14 @@ class SqliteStore:
             return "rowid = ?", [locator]
         key = _key(conn, table)
         values = orjson.loads(locator)
-        return " AND ".join(f"{_q(k)} IS ?" for k in key), list(values)
+        return " AND ".join(f"{_quote_ident(k)} IS ?" for k in key), list(values)
 
     async def update(self, table: str, locator: Locator, values: Mapping[str, JSONScalar]) -> None:
         def work(conn: sqlite3.Connection) -> None:
             where, args = self._where(conn, table, locator)
-            sets = ", ".join(f"{_q(c)} = ?" for c in values)
+            sets = ", ".join(f"{_quote_ident(c)} = ?" for c in values)
             cur = conn.execute(
-                f"UPDATE {_q(table)} SET {sets} WHERE {where}", [*values.values(), *args]
+                f"UPDATE {_quote_ident(table)} SET {sets} WHERE {where}", [*values.values(), *args]
             )
             if cur.rowcount != 1:
                 raise StoreRefused(f"{table}: no row at {locator!r}")
@@ -147,7 +127,7 @@ class SqliteStore:
     async def delete(self, table: str, locator: Locator) -> None:
         def work(conn: sqlite3.Connection) -> None:
             where, args = self._where(conn, table, locator)
-            cur = conn.execute(f"DELETE FROM {_q(table)} WHERE {where}", args)
+            cur = conn.execute(f"DELETE FROM {_quote_ident(table)} WHERE {where}", args)
             if cur.rowcount != 1:
                 raise StoreRefused(f"{table}: no row at {locator!r}")
 
@@ -156,13 +136,12 @@ class SqliteStore:
     async def insert(self, table: str, values: Mapping[str, JSONScalar]) -> None:
         def work(conn: sqlite3.Connection) -> None:
             if not values:
-                conn.execute(f"INSERT INTO {_q(table)} DEFAULT VALUES")
+                conn.execute(f"INSERT INTO {_quote_ident(table)} DEFAULT VALUES")
                 return
-            cols = ", ".join(_q(c) for c in values)
+            cols = ", ".join(_quote_ident(c) for c in values)
             marks = ", ".join("?" for _ in values)
-            conn.execute(
-                f"INSERT INTO {_q(table)} ({cols}) VALUES ({marks})", list(values.values())
-            )
+            query = f"INSERT INTO {_quote_ident(table)} ({cols}) VALUES ({marks})"
+            conn.execute(query, list(values.values()))
 
         await self._run(work)
 

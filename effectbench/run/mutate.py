@@ -63,32 +63,6 @@ class _NoTwin(Exception):
     pass
 
 
-@contextlib.asynccontextmanager
-async def _twin(provider: BenchmarkProvider, spec: EpisodeSpec, options: RunOptions) -> Any:
-    try:
-        with anyio.fail_after(options.provider_timeout):
-            twin = await provider.provision(spec.task, spec.trial, spec.params)
-    except Exception as exc:  # noqa: BLE001 - provider code
-        raise _NoTwin(f"twin provision failed: {_one_line(exc)}") from None
-    try:
-        yield twin
-    finally:
-        with anyio.CancelScope(
-            shield=True, deadline=anyio.current_time() + options.teardown_timeout
-        ):
-            with contextlib.suppress(Exception):  # the reads are logged; a leak is the provider's
-                await twin.teardown()
-
-
-async def _reference(
-    arm: Arm, spec: EpisodeSpec, twin: ProvisionedEpisode, options: RunOptions
-) -> None:
-    view = TaskView.of(
-        spec.task, spec.trial, episode_id=spec.episode_id, params=spec.params, effect=spec.effect
-    )
-    await program_report(arm, view, twin.env, options.episode_timeout)
-
-
 @attrs.frozen
 class _Base:
     """The base twin's store before and after the reference, and its oracle's first read."""
@@ -99,89 +73,150 @@ class _Base:
     oracle_pre: Snapshot
 
 
-async def _base(
-    twin: ProvisionedEpisode, spec: EpisodeSpec, arm: Arm, options: RunOptions
-) -> _Base | str:
-    """The store before and after the reference, on a twin; or why it cannot be had."""
-    store = store_of(twin)
-    if store is None:
-        return (
-            "the provider offers no write handle on its store (ProvisionedEpisode.store; "
-            "docs/writing-a-provider.md), so its oracle cannot be mutation-tested"
-        )
-    oracle_pre = await read_within(twin.oracle, options.provider_timeout)
-    try:
-        pre = await mutations.read_state(store)
-        await _reference(arm, spec, twin, options)
-        post = await mutations.read_state(store)
-    except Exception as exc:  # noqa: BLE001 - a store that cannot be read is not mutatable
-        return f"the store could not be read through its write handle: {_one_line(exc)}"
-    return _Base(store, pre, post, oracle_pre)
+def _not_read(m: mutations.Mutation, status: str, detail: str) -> MutationRead:
+    return MutationRead(-1, m.plain(), status, detail)
 
 
-def _read(
-    m: mutations.Mutation, detail: str, pre: Snapshot, post: Snapshot, episode_pre: Snapshot
-) -> MutationRead:
-    return MutationRead(
-        -1,
-        {**m.plain(), "name": m.name},
-        "applied",
-        detail,
-        None if pre == episode_pre else converter.unstructure(pre),
-        converter.unstructure(post),
-    )
+@attrs.frozen
+class _Audit:
+    """The mutation audit of one reference episode: what every twin is made from."""
 
+    provider: BenchmarkProvider
+    spec: EpisodeSpec
+    arm: Arm
+    options: RunOptions
+    episode_pre: Snapshot
+    """The reference episode's own pre-snapshot (a twin's equal read is not logged again)."""
 
-async def _in_place(
-    twin: ProvisionedEpisode,
-    base: _Base,
-    saved: bytes,
-    m: mutations.Mutation,
-    options: RunOptions,
-    episode_pre: Snapshot,
-) -> tuple[MutationRead, bool]:
-    """``m`` applied to the base twin, read, and undone: (the read, whether the store came
-    back to what the reference left)."""
-    store = base.store
-    assert isinstance(store, RestorableStore)
-    try:
-        detail = await mutations.apply(store, base.pre, base.post, m)
-    except Exception as exc:  # noqa: BLE001 - the store refused it: that state cannot exist
-        read = MutationRead(-1, {**m.plain(), "name": m.name}, "refused", _one_line(exc))
-    else:
-        post = await read_within(twin.oracle, options.provider_timeout)
-        read = _read(m, detail, base.oracle_pre, post, episode_pre)
-    try:
-        await store.restore(saved)
-        back = await mutations.read_state(store) == base.post
-    except Exception:  # noqa: BLE001 - a store that cannot restore goes to fresh twins
-        back = False
-    return read, back
-
-
-async def _one(
-    provider: BenchmarkProvider,
-    spec: EpisodeSpec,
-    arm: Arm,
-    options: RunOptions,
-    m: mutations.Mutation,
-    episode_pre: Snapshot,
-) -> MutationRead:
-    limit = options.provider_timeout
-    plain = {**m.plain(), "name": m.name}
-    async with _twin(provider, spec, options) as twin:
-        store = store_of(twin)
-        assert store is not None  # the base twin had one
-        pre = await read_within(twin.oracle, limit)
+    @contextlib.asynccontextmanager
+    async def twin(self) -> Any:
+        spec, options = self.spec, self.options
         try:
-            before = await mutations.read_state(store)
-            await _reference(arm, spec, twin, options)
-            after = await mutations.read_state(store)
-            detail = await mutations.apply(store, before, after, m)
+            with anyio.fail_after(options.provider_timeout):
+                twin = await self.provider.provision(spec.task, spec.trial, spec.params)
+        except Exception as exc:  # noqa: BLE001 - provider code
+            raise _NoTwin(f"twin provision failed: {_one_line(exc)}") from None
+        try:
+            yield twin
+        finally:
+            with anyio.CancelScope(
+                shield=True, deadline=anyio.current_time() + options.teardown_timeout
+            ):
+                # the reads are logged; a leak is the provider's
+                with contextlib.suppress(Exception):
+                    await twin.teardown()
+
+    async def oracle_read(self, twin: ProvisionedEpisode) -> Snapshot:
+        return await read_within(twin.oracle, self.options.provider_timeout)
+
+    async def reference(
+        self, twin: ProvisionedEpisode, store: RecordStore
+    ) -> tuple[mutations.StoreState, mutations.StoreState]:
+        """The store before and after the reference program ran on ``twin``."""
+        s = self.spec
+        view = TaskView.of(
+            s.task, s.trial, episode_id=s.episode_id, params=s.params, effect=s.effect
+        )
+        pre = await mutations.read_state(store)
+        await program_report(self.arm, view, twin.env, self.options.episode_timeout)
+        return pre, await mutations.read_state(store)
+
+    async def base(self, twin: ProvisionedEpisode) -> _Base | str:
+        """The store before and after the reference, on a twin; or why it cannot be had."""
+        store = store_of(twin)
+        if store is None:
+            return (
+                "the provider offers no write handle on its store (ProvisionedEpisode.store; "
+                "docs/writing-a-provider.md), so its oracle cannot be mutation-tested"
+            )
+        oracle_pre = await self.oracle_read(twin)
+        try:
+            pre, post = await self.reference(twin, store)
+        except Exception as exc:  # noqa: BLE001 - a store that cannot be read is not mutatable
+            return f"the store could not be read through its write handle: {_one_line(exc)}"
+        return _Base(store, pre, post, oracle_pre)
+
+    def read(
+        self, m: mutations.Mutation, detail: str, pre: Snapshot, post: Snapshot
+    ) -> MutationRead:
+        return MutationRead(
+            -1,
+            m.plain(),
+            "applied",
+            detail,
+            None if pre == self.episode_pre else converter.unstructure(pre),
+            converter.unstructure(post),
+        )
+
+    async def in_place(
+        self, twin: ProvisionedEpisode, base: _Base, saved: bytes, m: mutations.Mutation
+    ) -> tuple[MutationRead, bool]:
+        """``m`` applied to the base twin, read, and undone: (the read, whether the store came
+        back to what the reference left)."""
+        store = base.store
+        assert isinstance(store, RestorableStore)
+        try:
+            detail = await mutations.apply(store, base.pre, base.post, m)
         except Exception as exc:  # noqa: BLE001 - the store refused it: that state cannot exist
-            return MutationRead(-1, plain, "refused", _one_line(exc))
-        post = await read_within(twin.oracle, limit)
-    return _read(m, detail, pre, post, episode_pre)
+            read = _not_read(m, "refused", _one_line(exc))
+        else:
+            read = self.read(m, detail, base.oracle_pre, await self.oracle_read(twin))
+        try:
+            await store.restore(saved)
+            back = await mutations.read_state(store) == base.post
+        except Exception:  # noqa: BLE001 - a store that cannot restore goes to fresh twins
+            back = False
+        return read, back
+
+    async def fresh(self, m: mutations.Mutation) -> MutationRead:
+        """``m`` applied on a fresh twin, after the reference ran there."""
+        async with self.twin() as twin:
+            store = store_of(twin)
+            assert store is not None  # the base twin had one
+            pre = await self.oracle_read(twin)
+            try:
+                before, after = await self.reference(twin, store)
+                detail = await mutations.apply(store, before, after, m)
+            except Exception as exc:  # noqa: BLE001 - the store refused it: that state cannot exist
+                return _not_read(m, "refused", _one_line(exc))
+            post = await self.oracle_read(twin)
+        return self.read(m, detail, pre, post)
+
+    async def mutate(self, emit: Emit, twin: ProvisionedEpisode, base: _Base) -> None:
+        ep = self.spec.episode_id
+        pre, post = base.pre, base.post
+        every = mutations.plan(pre, post)
+        # a mutation of a column or table the task declares irrelevant would be excused
+        # whatever the oracle read: it is listed, not applied (a store's caches cost a twin each)
+        irrelevant = self.spec.task.oracle.irrelevant
+        planned = tuple(m for m in every if mutations.declared(irrelevant, m) is None)
+        skipped = tuple(m.name for m in every if mutations.declared(irrelevant, m) is not None)
+        written, removed = mutations.written_rows(pre, post)
+        lines = tuple(
+            [f"{t} row {r.locator!r} written" for t, rows in written.items() for r in rows]
+            + [f"{t} row {r.locator!r} removed" for t, rows in removed.items() for r in rows]
+        )
+        reason = "" if every else "the store holds nothing to mutate"
+        event = MutationPlanned(
+            bool(every), reason, tuple(m.plain() for m in planned), lines, skipped
+        )
+        await emit(event.TYPE, event_data(event), ep)
+        saved: bytes | None = None
+        if planned and isinstance(base.store, RestorableStore):
+            with contextlib.suppress(Exception):  # a store that cannot save: fresh twins
+                saved = await base.store.save()
+        for i, m in enumerate(planned):
+            if saved is not None:
+                read, back = await self.in_place(twin, base, saved, m)
+                if not back:
+                    saved = None  # the store did not come back: the rest on fresh twins
+            else:
+                try:
+                    read = await self.fresh(m)
+                except _NoTwin as exc:
+                    read = _not_read(m, "error", str(exc))
+            read = attrs.evolve(read, index=i)
+            await emit(read.TYPE, event_data(read), ep)
 
 
 async def run_mutations(
@@ -193,61 +228,14 @@ async def run_mutations(
     episode_pre: Snapshot,
 ) -> None:
     """Mutation-test the oracle of ``spec``'s task and log every read in its episode."""
-    ep = spec.episode_id
+    job = _Audit(provider, spec, arm, options, episode_pre)
     try:
-        async with _twin(provider, spec, options) as twin:
-            base = await _base(twin, spec, arm, options)
-            if isinstance(base, str):
-                event = MutationPlanned(False, base)
-                await emit(event.TYPE, event_data(event), ep)
+        async with job.twin() as twin:
+            base = await job.base(twin)
+            if not isinstance(base, str):
+                await job.mutate(emit, twin, base)
                 return
-            await _mutate(provider, spec, arm, options, emit, episode_pre, twin, base)
+            event = MutationPlanned(False, base)
     except _NoTwin as exc:
         event = MutationPlanned(False, str(exc))
-        await emit(event.TYPE, event_data(event), ep)
-
-
-async def _mutate(
-    provider: BenchmarkProvider,
-    spec: EpisodeSpec,
-    arm: Arm,
-    options: RunOptions,
-    emit: Emit,
-    episode_pre: Snapshot,
-    twin: ProvisionedEpisode,
-    base: _Base,
-) -> None:
-    ep = spec.episode_id
-    pre, post = base.pre, base.post
-    every = mutations.plan(pre, post)
-    # a mutation of a column or table the task declares irrelevant would be excused
-    # whatever the oracle read: it is listed, not applied (a store's caches cost a twin each)
-    irrelevant = spec.task.oracle.irrelevant
-    planned = tuple(m for m in every if mutations.declared(irrelevant, m) is None)
-    skipped = tuple(m.name for m in every if mutations.declared(irrelevant, m) is not None)
-    written, removed = mutations.written_rows(pre, post)
-    lines = tuple(
-        [f"{t} row {r.locator!r} written" for t, rows in written.items() for r in rows]
-        + [f"{t} row {r.locator!r} removed" for t, rows in removed.items() for r in rows]
-    )
-    reason = "" if every else "the store holds nothing to mutate"
-    event = MutationPlanned(
-        bool(every), reason, tuple({**m.plain(), "name": m.name} for m in planned), lines, skipped
-    )
-    await emit(event.TYPE, event_data(event), ep)
-    saved: bytes | None = None
-    if planned and isinstance(base.store, RestorableStore):
-        with contextlib.suppress(Exception):  # a store that cannot save: fresh twins
-            saved = await base.store.save()
-    for i, m in enumerate(planned):
-        if saved is not None:
-            read, back = await _in_place(twin, base, saved, m, options, episode_pre)
-            if not back:
-                saved = None  # the store did not come back: the rest on fresh twins
-        else:
-            try:
-                read = await _one(provider, spec, arm, options, m, episode_pre)
-            except _NoTwin as exc:
-                read = MutationRead(-1, {**m.plain(), "name": m.name}, "error", str(exc))
-        read = MutationRead(i, read.mutation, read.status, read.detail, read.pre, read.snapshot)
-        await emit(read.TYPE, event_data(read), ep)
+    await emit(event.TYPE, event_data(event), spec.episode_id)

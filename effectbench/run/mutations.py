@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
 from effectbench.core.model import JSONScalar, Row
-from effectbench.core.store import Locator, RecordStore, StoredRow, StoredTable, StoreRefused
+from effectbench.core.store import RecordStore, StoredRow, StoredTable, StoreRefused
 
 __all__ = [
     "ROW_KINDS",
@@ -77,13 +77,23 @@ class Mutation:
         return f"{self.where} {self.kind}{row}"
 
     def plain(self) -> dict[str, JSONScalar]:
-        return {
-            "table": self.table,
-            "target": self.target,
-            "index": self.index,
-            "column": self.column,
-            "kind": self.kind,
-        }
+        """The mutation as logged: its fields and its ``name``."""
+        return {**attrs.asdict(self), "name": self.name}
+
+    @classmethod
+    def of(cls, plain: Mapping[str, Any]) -> Mutation | None:
+        """The mutation ``plain`` (logged, untrusted) names, or None when it names none."""
+        column = plain.get("column")
+        try:
+            return cls(
+                str(plain["table"]),
+                plain["target"],
+                int(plain["index"]),
+                None if column is None else str(column),
+                str(plain["kind"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 def declared(irrelevant: Mapping[str, str], m: Mutation) -> str | None:
@@ -95,7 +105,7 @@ def declared(irrelevant: Mapping[str, str], m: Mutation) -> str | None:
         return whole
     if m.column is None or m.kind in ROW_KINDS:
         return None
-    return irrelevant.get(f"{m.table}.{m.column}")
+    return irrelevant.get(m.where)
 
 
 def written_rows(
@@ -147,11 +157,14 @@ def _value_kinds(value: JSONScalar) -> list[tuple[str, JSONScalar]]:
     return [(k, v) for k, v in out if not _same(v, value)]
 
 
+def _number(v: JSONScalar) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _same(a: JSONScalar, b: JSONScalar) -> bool:
-    """Equal as the store compares: 0.0 is 0 (a mutation that changes nothing is none)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+    """Equal as the store compares: 0.0 is 0 (a mutation that changes nothing is none),
+    but a boolean is no number."""
+    if _number(a) and _number(b):
         return a == b
     return type(a) is type(b) and a == b
 
@@ -301,6 +314,5 @@ async def apply(store: RecordStore, pre: StoreState, post: StoreState, m: Mutati
     assert m.column is not None
     old = row.values.get(m.column)
     new = _mutated_value(post, table, m, old)
-    locator: Locator = row.locator
-    await store.update(m.table, locator, {m.column: new})
-    return f"{m.where} of row {locator!r}: {old!r} -> {new!r}"
+    await store.update(m.table, row.locator, {m.column: new})
+    return f"{m.where} of row {row.locator!r}: {old!r} -> {new!r}"

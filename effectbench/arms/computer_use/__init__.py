@@ -29,11 +29,12 @@ from effectbench.arms.computer_use.loop import Budget, run_loop
 from effectbench.arms.computer_use.screen import PlaywrightScreen, Screen
 from effectbench.arms.computer_use.turns import Wire
 from effectbench.arms.llm.client import ChatClient, ModelEndpointError, RetryPolicy, Sleep
+from effectbench.arms.llm.endpoint import EndpointArm, EndpointConfig
 from effectbench.arms.llm.loop import user_prompt
 from effectbench.core.arm import TaskView
 from effectbench.core.errors import ConfigurationError
 from effectbench.core.model import AgentReport
-from effectbench.core.prices import PriceTable, PriceTableError, load_prices
+from effectbench.core.prices import PriceTable, PriceTableError
 from effectbench.core.provider import EnvHandle
 
 if TYPE_CHECKING:
@@ -49,12 +50,13 @@ __all__ = [
     "entry_point",
 ]
 
-ENV_BASE_URL: Final = "EFFECTBENCH_CU_BASE_URL"
-ENV_MODEL: Final = "EFFECTBENCH_CU_MODEL"
-ENV_API_KEY: Final = "EFFECTBENCH_CU_API_KEY"
-ENV_FORMAT: Final = "EFFECTBENCH_CU_FORMAT"
-ENV_VIEWPORT: Final = "EFFECTBENCH_CU_VIEWPORT"
-ENV_PRICES: Final = "EFFECTBENCH_CU_PRICES"
+ENV_PREFIX: Final = "EFFECTBENCH_CU"
+ENV_BASE_URL: Final = f"{ENV_PREFIX}_BASE_URL"
+ENV_MODEL: Final = f"{ENV_PREFIX}_MODEL"
+ENV_API_KEY: Final = f"{ENV_PREFIX}_API_KEY"
+ENV_FORMAT: Final = f"{ENV_PREFIX}_FORMAT"
+ENV_VIEWPORT: Final = f"{ENV_PREFIX}_VIEWPORT"
+ENV_PRICES: Final = f"{ENV_PREFIX}_PRICES"
 FORMATS: Final = ("openai", "anthropic")
 NO_BROWSER: Final = "no browser page: the harness gave this episode no browser channel"
 
@@ -67,22 +69,11 @@ class ComputerUseNotConfigured(ConfigurationError):
     """The arm cannot be built or run as configured; the message says what to set."""
 
 
-def _missing(base_url: str | None, model: str | None) -> str | None:
-    need = [name for name, v in ((ENV_BASE_URL, base_url), (ENV_MODEL, model)) if not v]
-    if not need:
-        return None
-    what = " and no ".join("endpoint" if n == ENV_BASE_URL else "model" for n in need)
-    return (
-        f"the computer_use arm has no {what}: set {' and '.join(need)} "
-        f"(e.g. {ENV_BASE_URL}=http://127.0.0.1:8000/v1)"
-    )
-
-
 def _default_screen(page: Page, viewport: Viewport) -> Screen:
     return PlaywrightScreen(page, viewport)
 
 
-class ComputerUseArm:
+class ComputerUseArm(EndpointArm):
     """A computer-use model loop over the episode's browser page; see the module doc."""
 
     uses_browser = True
@@ -110,9 +101,6 @@ class ComputerUseArm:
     ) -> None:
         env = os.environ if environ is None else environ
         self.name = name
-        self.base_url = base_url or env.get(ENV_BASE_URL) or None
-        self.model = model or env.get(ENV_MODEL) or None
-        self._api_key = api_key or env.get(ENV_API_KEY) or None
         fmt = (wire_format or env.get(ENV_FORMAT) or "openai").strip().lower()
         if fmt not in FORMATS:
             raise ComputerUseNotConfigured(
@@ -128,12 +116,11 @@ class ComputerUseArm:
             )  # fmt: skip
         except ValueError as exc:
             raise ComputerUseNotConfigured(f"{ENV_VIEWPORT}: {exc}") from None
-        if prices is None and env.get(ENV_PRICES):
-            prices = env[ENV_PRICES]
         try:
-            self.prices = (
-                prices if prices is None or isinstance(prices, PriceTable) else load_prices(prices)
-            )
+            self.endpoint = EndpointConfig.resolve(
+                "computer_use", ENV_PREFIX, base_url=base_url, model=model, api_key=api_key,
+                prices=prices, environ=env,
+            )  # fmt: skip
         except PriceTableError as exc:
             raise ComputerUseNotConfigured(f"{ENV_PRICES}: {exc}") from None
         self.budget = Budget() if budget is None else budget
@@ -142,7 +129,6 @@ class ComputerUseArm:
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
         self._screen = _default_screen if screen is None else screen
         self._sleep = sleep
-        self.not_configured = _missing(self.base_url, self.model)
 
     def preflight(self) -> None:
         """Before a run writes anything: no endpoint stops the run with one line."""
@@ -150,35 +136,15 @@ class ComputerUseArm:
             raise ComputerUseNotConfigured(self.not_configured)
 
     def _wire(self, session: aiohttp.ClientSession, env: EnvHandle) -> Wire:
-        assert self.base_url is not None and self.model is not None
-        extra = {} if self._sleep is None else {"sleep": self._sleep}
+        options = self.endpoint.client_options(env.telemetry, self.retry, self._sleep)
         if self.wire_format == "anthropic":
             from effectbench.arms.computer_use.anthropic_wire import AnthropicWire, MessagesClient
 
-            messages = MessagesClient(
-                session,
-                base_url=self.base_url,
-                model=self.model,
-                api_key=self._api_key,
-                prices=self.prices,
-                telemetry=env.telemetry,
-                retry=self.retry,
-                **extra,
-            )
+            messages = MessagesClient(session, **options)
             return AnthropicWire(messages, self.viewport, self.keep_screenshots)
         from effectbench.arms.computer_use.openai_wire import OpenAiWire
 
-        client = ChatClient(
-            session,
-            base_url=self.base_url,
-            model=self.model,
-            api_key=self._api_key,
-            prices=self.prices,
-            telemetry=env.telemetry,
-            retry=self.retry,
-            **extra,
-        )
-        return OpenAiWire(client, self.viewport, self.keep_screenshots)
+        return OpenAiWire(ChatClient(session, **options), self.viewport, self.keep_screenshots)
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         if self.not_configured is not None:

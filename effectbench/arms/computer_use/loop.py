@@ -135,11 +135,7 @@ async def run_loop(
             await screen.perform(action)
             results.append(Result(call))
         if st.bad >= budget.max_bad_actions:
-            last = (
-                next(r.error for r in reversed(results) if r.error is not None)
-                if any(r.error for r in results)
-                else ""
-            )
+            last = next((r.error for r in reversed(results) if r.error is not None), "")
             return _halt(f"{st.bad} malformed actions (last: {last})")
         png = await screen.capture()
         seen = _record(telemetry, png, st.turns, viewport)

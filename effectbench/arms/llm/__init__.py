@@ -18,12 +18,13 @@ from typing import Final
 import aiohttp
 
 from effectbench.arms.llm.client import ChatClient, ModelEndpointError, RetryPolicy, Sleep
+from effectbench.arms.llm.endpoint import EndpointArm, EndpointConfig
 from effectbench.arms.llm.loop import Budget, run_loop
 from effectbench.arms.llm.tools import tools_for
 from effectbench.core.arm import TaskView
 from effectbench.core.errors import ConfigurationError
 from effectbench.core.model import AgentReport
-from effectbench.core.prices import PriceTable, PriceTableError, load_prices
+from effectbench.core.prices import PriceTable, PriceTableError
 from effectbench.core.provider import EnvHandle
 
 __all__ = [
@@ -38,28 +39,18 @@ __all__ = [
     "from_environment",
 ]
 
-ENV_BASE_URL: Final = "EFFECTBENCH_LLM_BASE_URL"
-ENV_MODEL: Final = "EFFECTBENCH_LLM_MODEL"
-ENV_API_KEY: Final = "EFFECTBENCH_LLM_API_KEY"
-ENV_PRICES: Final = "EFFECTBENCH_LLM_PRICES"
+ENV_PREFIX: Final = "EFFECTBENCH_LLM"
+ENV_BASE_URL: Final = f"{ENV_PREFIX}_BASE_URL"
+ENV_MODEL: Final = f"{ENV_PREFIX}_MODEL"
+ENV_API_KEY: Final = f"{ENV_PREFIX}_API_KEY"
+ENV_PRICES: Final = f"{ENV_PREFIX}_PRICES"
 
 
 class LlmNotConfigured(ConfigurationError):
     """No endpoint or model to call; the message says what to set."""
 
 
-def _missing(base_url: str | None, model: str | None) -> str | None:
-    need = [name for name, v in ((ENV_BASE_URL, base_url), (ENV_MODEL, model)) if not v]
-    if not need:
-        return None
-    return (
-        "the llm arm has no "
-        f"{' and no '.join('endpoint' if n == ENV_BASE_URL else 'model' for n in need)}: set "
-        f"{' and '.join(need)} (e.g. {ENV_BASE_URL}=http://127.0.0.1:8000/v1)"
-    )
-
-
-class LlmArm:
+class LlmArm(EndpointArm):
     """A tool-calling model loop; see the module docstring for its configuration."""
 
     uses_model = True
@@ -81,21 +72,15 @@ class LlmArm:
         environ: Mapping[str, str] | None = None,
         sleep: Sleep | None = None,
     ) -> None:
-        env = os.environ if environ is None else environ
         self.name = name
-        self.base_url = base_url or env.get(ENV_BASE_URL) or None
-        self.model = model or env.get(ENV_MODEL) or None
-        self._api_key = api_key or env.get(ENV_API_KEY) or None
-        if prices is None and env.get(ENV_PRICES):
-            prices = env[ENV_PRICES]
-        self.prices = (
-            prices if prices is None or isinstance(prices, PriceTable) else load_prices(prices)
-        )
+        self.endpoint = EndpointConfig.resolve(
+            "llm", ENV_PREFIX, base_url=base_url, model=model, api_key=api_key,
+            prices=prices, environ=os.environ if environ is None else environ,
+        )  # fmt: skip
         self.budget = Budget() if budget is None else budget
         self.retry = RetryPolicy() if retry is None else retry
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
         self._sleep = sleep
-        self.not_configured = _missing(self.base_url, self.model)
 
     def preflight(self) -> None:
         """Called by the harness before a run writes anything: an arm with no endpoint
@@ -106,18 +91,9 @@ class LlmArm:
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         if self.not_configured is not None:
             raise LlmNotConfigured(self.not_configured)
-        assert self.base_url is not None and self.model is not None
         async with aiohttp.ClientSession(timeout=self._timeout) as session:
-            client = ChatClient(
-                session,
-                base_url=self.base_url,
-                model=self.model,
-                api_key=self._api_key,
-                prices=self.prices,
-                telemetry=env.telemetry,
-                retry=self.retry,
-                **({} if self._sleep is None else {"sleep": self._sleep}),
-            )
+            options = self.endpoint.client_options(env.telemetry, self.retry, self._sleep)
+            client = ChatClient(session, **options)
             return await run_loop(task, client, tools_for(env, session), self.budget, env.telemetry)
 
 
@@ -133,10 +109,7 @@ def entry_point() -> LlmArm:
 
 def from_environment() -> LlmArm:
     """The ``llm`` entry point: an arm from the environment, or LlmNotConfigured (one line)."""
-    try:
-        arm = LlmArm()
-    except PriceTableError as exc:
-        raise LlmNotConfigured(f"{ENV_PRICES}: {exc}") from None
+    arm = entry_point()
     if arm.not_configured is not None:
         raise LlmNotConfigured(arm.not_configured)
     return arm
