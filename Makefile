@@ -28,7 +28,7 @@ demo: setup
 # System packages the tests drive: the distribution's Chromium (browser substrate and
 # report; its headless shell is what runs episodes: a third of the CPU, docs/performance.md), Node.js (a reference agent) and bubblewrap (agent containment). Installed
 # when missing and root; otherwise the command to run is printed and make stops.
-SYSTEM_DEPS := chromium:chromium chromium-headless-shell:chromium-headless-shell node:nodejs bwrap:bubblewrap
+SYSTEM_DEPS := chromium:chromium chromium-headless-shell:chromium-headless-shell node:nodejs bwrap:bubblewrap unshare:util-linux
 system-deps:
 	@missing=""; for pair in $(SYSTEM_DEPS); do \
 	    command -v "$${pair%%:*}" >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \

@@ -30,7 +30,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final
@@ -41,6 +40,7 @@ import structlog
 
 from effectbench.core.children import Warden
 from effectbench.core.errors import ConfigurationError
+from effectbench.core.statedir import scratch_base
 
 if TYPE_CHECKING:
     import psycopg
@@ -190,12 +190,7 @@ def fits_socket(directory: Path) -> bool:
 
 def default_root() -> Path:
     configured = os.environ.get(DIR_ENV)
-    if configured:
-        return Path(configured)
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
-        return shm / "effectbench-pg"
-    return Path(tempfile.gettempdir()) / "effectbench-pg"
+    return Path(configured) if configured else scratch_base() / "effectbench-pg"
 
 
 def _server_user() -> str | None:

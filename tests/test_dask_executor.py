@@ -47,6 +47,13 @@ def _sound(run_dir: Path) -> None:
     assert done.returncode == 4 and "sound, NOT contained" in done.stdout, done
 
 
+def _not_sound(run_dir: Path) -> None:
+    """verify of a run that lost a service: its abandoned episodes keep it from being
+    called sound (or complete) before --resume runs them."""
+    done = _cli("verify", str(run_dir))
+    assert done.returncode == 1 and done.stdout.startswith("NOT sound"), done
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(("provider", "trials"), [("mockmed", 2), ("mockmed-full", 1)])
 def test_dask_local_gives_the_local_results(tmp_path: Path, provider: str, trials: int) -> None:
@@ -104,6 +111,27 @@ def _wait_for(what: str, ready: object, deadline_s: float = 120.0) -> None:
         time.sleep(0.02)
 
 
+@contextlib.contextmanager
+def _held_run(barrier: Path, *argv: str, env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``effectbench run ARGV`` in a session of its own, handed over once its barrier arms
+    hold episodes; it and whatever it started are SIGKILLed if still running at the end."""
+    harness = subprocess.Popen(
+        [*effectbench_command(), "run", *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
+        yield harness
+    finally:
+        if harness.poll() is None:
+            os.killpg(harness.pid, signal.SIGKILL)
+            harness.wait()
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("cluster", [2, 1], indirect=True, ids=["two-workers", "one-worker"])
 def test_a_killed_worker_loses_no_episode_and_doubles_none(
@@ -117,41 +145,19 @@ def test_a_killed_worker_loses_no_episode_and_doubles_none(
     pids = set(cluster.run(os.getpid, workers=workers).values())
     assert len(pids) == request.node.callspec.params["cluster"]
     out = tmp_path / "run"
-    harness = subprocess.Popen(
-        [
-            *effectbench_command(),
-            "run",
-            "--provider",
-            "mockmed",
-            "--arm",
-            "dask_arms:BarrierArm",
-            "--trials",
-            "2",
-            "--concurrency",
-            "18",
-            "--executor",
-            address.replace("tcp://", "dask://"),
-            "--out",
-            str(out),
-            "-q",
-        ],
+    dask = address.replace("tcp://", "dask://")
+    with _held_run(
+        barrier, "--provider", "mockmed", "--arm", "dask_arms:BarrierArm", "--trials", "2",
+        "--concurrency", "18", "--executor", dask, "--out", str(out), "-q",
         env=pythonpath_env(TESTS),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    ) as harness:  # fmt: skip
         # the victim: a worker seen holding episodes (Dask may place every batch on one)
-        _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
         victim = int(next(barrier.glob("inflight-*")).name.split("-")[1])
         assert victim in pids
         lost = [p.name for p in barrier.iterdir() if p.name.startswith(f"inflight-{victim}-")]
         os.kill(victim, signal.SIGKILL)
         (barrier / "go").touch()
         _, err = harness.communicate(timeout=240)
-    finally:
-        if harness.poll() is None:
-            harness.kill()
     assert harness.returncode == 0, err
     counts = _terminals(out / "events.jsonl")
     assert len(counts) == 18 and set(counts.values()) == {1}, counts
@@ -255,25 +261,12 @@ def test_a_signal_stops_a_dask_run_and_resume_finishes_it(
     prints a traceback (local workers ignore the terminal's SIGINT; the harness owns them)."""
     out = tmp_path / "run"
     env = pythonpath_env(TESTS)
-    harness = subprocess.Popen(
-        [
-            *effectbench_command(), "run", "--provider", "mockmed",
-            "--arm", "dask_arms:BarrierArm", "--trials", "1", "--concurrency", "4",
-            "--executor", "dask-local:2", "--out", str(out), "-q",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
+    with _held_run(
+        barrier, "--provider", "mockmed", "--arm", "dask_arms:BarrierArm", "--trials", "1",
+        "--concurrency", "4", "--executor", "dask-local:2", "--out", str(out), "-q", env=env,
+    ) as harness:  # fmt: skip
         stop(harness)
         _, err = harness.communicate(timeout=240)
-    finally:
-        if harness.poll() is None:
-            os.killpg(harness.pid, signal.SIGKILL)
     assert harness.returncode == code, err
     assert f"effectbench run --resume {out}" in err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
@@ -332,32 +325,19 @@ def test_a_run_whose_workers_all_die_ends_with_exit_5_and_resumes(
     what the workers held for --resume."""
     out = tmp_path / "run"
     env = pythonpath_env(TESTS)
-    harness = subprocess.Popen(
-        [
-            *effectbench_command(), "run", "--provider", "mockmed",
-            "--arm", "dask_arms:BarrierArm", "--trials", "1", "--concurrency", "4",
-            "--executor", "dask-local:2", "--worker-timeout", "3", "--out", str(out), "-q",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    stop = threading.Event()
-    killer = threading.Thread(target=_kill_every_worker, args=(harness, stop))
-    try:
-        _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
+    with _held_run(
+        barrier, "--provider", "mockmed", "--arm", "dask_arms:BarrierArm", "--trials", "1",
+        "--concurrency", "4", "--executor", "dask-local:2", "--worker-timeout", "3",
+        "--out", str(out), "-q", env=env,
+    ) as harness:  # fmt: skip
+        stop = threading.Event()
+        killer = threading.Thread(target=_kill_every_worker, args=(harness, stop))
         killer.start()
         try:
             _, err = harness.communicate(timeout=150)  # a hang fails here
         finally:
             stop.set()
-            if killer.is_alive():
-                killer.join()
-    finally:
-        if harness.poll() is None:
-            os.killpg(harness.pid, signal.SIGKILL)
+            killer.join()
     assert harness.returncode == 5, err
     assert "the Dask workers died (no live worker for 3s)" in err, err
     assert f"effectbench run --resume {out}" in err and "Traceback" not in err, err
@@ -366,6 +346,7 @@ def test_a_run_whose_workers_all_die_ends_with_exit_5_and_resumes(
     assert abandoned and abandoned.isdisjoint(_terminals(out / "events.jsonl"))
     assert all(n == 1 for n in _terminals(out / "events.jsonl").values())
     assert events[-1].type == "run.finished" and events[-1].data["interrupted"] is True
+    _not_sound(out)
     (barrier / "go").touch()
     done = _cli("run", "--resume", str(out), "--executor", "dask-local:2", "-q", env=env)
     assert done.returncode == 0, done.stderr
@@ -395,7 +376,6 @@ def test_a_user_scheduler_that_disappears_ends_the_run_with_exit_5(
         **common,
     )  # fmt: skip
     worker: subprocess.Popen[bytes] | None = None
-    harness: subprocess.Popen[str] | None = None
     try:
         _wait_for("the scheduler", info.exists)
         _wait_for("the scheduler's address", lambda: b"address" in info.read_bytes())
@@ -408,23 +388,15 @@ def test_a_user_scheduler_that_disappears_ends_the_run_with_exit_5(
         with distributed.Client(address, set_as_default=False) as client:
             client.wait_for_workers(1, timeout=120)  # the run's clock starts with a worker
         out = tmp_path / "run"
-        harness = subprocess.Popen(
-            [
-                *effectbench_command(), "run", "--provider", "mockmed",
-                "--arm", "dask_arms:BarrierArm", "--trials", "1", "--concurrency", "4",
-                "--executor", address.replace("tcp://", "dask://"), "--worker-timeout", "3",
-                "--out", str(out), "-q",
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        _wait_for("episodes in flight", lambda: any(barrier.glob("inflight-*")))
-        sched.kill()
-        _, err = harness.communicate(timeout=150)  # a hang fails here
+        with _held_run(
+            barrier, "--provider", "mockmed", "--arm", "dask_arms:BarrierArm", "--trials", "1",
+            "--concurrency", "4", "--executor", address.replace("tcp://", "dask://"),
+            "--worker-timeout", "3", "--out", str(out), "-q", env=env,
+        ) as harness:  # fmt: skip
+            sched.kill()
+            _, err = harness.communicate(timeout=150)  # a hang fails here
     finally:
-        for proc in (harness, worker, sched):
+        for proc in (worker, sched):
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -433,6 +405,7 @@ def test_a_user_scheduler_that_disappears_ends_the_run_with_exit_5(
     assert f"effectbench run --resume {out}" in err and "Traceback" not in err, err
     assert any(ev.type == "episode.abandoned" for ev in read_log(out / "events.jsonl"))
     assert all(n == 1 for n in _terminals(out / "events.jsonl").values())
+    _not_sound(out)
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "nan"])

@@ -438,6 +438,8 @@ def test_a_killed_embedded_server_is_said_restarted_once_and_its_episodes_resume
         ended = [e["ep"] for e in events if e["type"] in ("episode.finished", "episode.failed")]
         assert len(abandoned) == 4 and len(ended) == 5 and abandoned.isdisjoint(ended)
         assert all(e["type"] != "episode.failed" for e in events), "blamed on someone"
+        verified = _cli("verify", str(out), cwd=tmp_path, env=env)  # never sound, nor complete
+        assert verified.returncode == 1 and verified.stdout.startswith("NOT sound"), verified
 
         resumed = _cli("run", "--resume", str(out), "-q", cwd=tmp_path, env=env)
         assert resumed.returncode == 0, resumed.stderr

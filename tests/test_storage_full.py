@@ -49,7 +49,9 @@ def two_tasks() -> InMemoryProvider:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
+        pytest.fail(
+            "mounting a small tmpfs needs root: run the tests as root, as `make test` in CI does"
+        )
     disk = tmp_path / "disk"
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(disk)], check=True)
@@ -99,6 +101,9 @@ def test_a_full_disk_stops_the_run_and_resume_finishes_it(
     log = (out / "events.jsonl").read_bytes()
     assert b"Errno 28" not in log and b'"stage":"harness"' not in log
     assert not (out / "results.jsonl").exists()
+    verified = run_cli("verify", str(out))  # never sound, nor complete
+    assert verified.returncode == ExitCode.FAILED, verified
+    assert verified.stdout.startswith("NOT sound"), verified
 
     filler.unlink()
     proc = _run_resume(out)

@@ -27,20 +27,24 @@ from typing import Final
 
 from effectbench.core.relocated import REMOVED_IN
 
-__all__ = ["STATE_DIR_ENV", "RunRoot", "state_base"]
+__all__ = ["STATE_DIR_ENV", "RunRoot", "scratch_base", "state_base"]
 
 STATE_DIR_ENV: Final = "EFFECTBENCH_STATE_DIR"
+
+
+def scratch_base() -> Path:
+    """/dev/shm when writable, else the system temp dir: the state base when
+    ``$EFFECTBENCH_STATE_DIR`` is not set (and the embedded PostgreSQL server's default)."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return Path(tempfile.gettempdir())
 
 
 def state_base() -> Path:
     """``$EFFECTBENCH_STATE_DIR``, else /dev/shm when writable, else the system temp dir."""
     configured = os.environ.get(STATE_DIR_ENV)
-    if configured:
-        return Path(configured)
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return Path(tempfile.gettempdir())
+    return Path(configured) if configured else scratch_base()
 
 
 def _old_variable(name: str) -> Path | None:

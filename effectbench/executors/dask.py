@@ -542,7 +542,7 @@ class _HarnessRun:
                     ]
                 )
         self.held.clear()
-        self.scheduler.health.lost(attrs.evolve(self.loss, abandoned=len(held)), fatal=True)
+        self.scheduler.health.lost(attrs.evolve(self.loss, abandoned=len(held)))
 
     async def _submit(self, pending: Iterable[EpisodeSpec]) -> None:
         # in flight: at most ``concurrency`` episodes, in tasks of up to ``batch`` each

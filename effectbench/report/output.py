@@ -66,9 +66,7 @@ def write_page(target: Path, page: bytes) -> Path:
         raise ValueError("a page without the generator marker in its head")
     replace = _check(target)
     try:
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path(".")
-        )
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise ReportError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:

@@ -1,12 +1,13 @@
 """The run's watch over the services it owns: one per run, held by the scheduler.
 
-Whatever notices that a harness-owned service died (the Dask executor finding no live
-worker, a provider's watcher seeing its database server exit) tells ``Health.lost``.
-It says so in one line at once, keeps the loss for the run's outcome (the CLI ends
-with ``ExitCode.SERVICE_LOST``), and counts deaths: an episode notes ``deaths`` when it
-starts, and one that ends after a death was in flight on a dead service, so it is
-abandoned (unscored, run again by ``--resume``) instead of being scored or blamed. A
-loss the run cannot go on from (``fatal``) also stops the run, as Ctrl-C would.
+Whatever notices that a harness-owned service died tells ``Health``: the Dask executor
+finding no live worker calls ``lost``; a provider's service (``services()``) is
+``watch``ed, restarted once and said in one line at once. Each loss is kept for the run's
+outcome (the CLI ends with ``ExitCode.SERVICE_LOST``), and deaths are counted: an
+episode notes ``deaths`` when it starts, and one that ends after a death was in flight
+on a dead service, so it is abandoned (unscored, run again by ``--resume``) instead of
+being scored or blamed. A loss the run cannot go on from (``fatal``) also stops the run,
+as Ctrl-C would.
 """
 
 from __future__ import annotations
@@ -32,10 +33,6 @@ class Health:
     """A loss stopped the run: what was not done is for ``--resume``."""
     _back: anyio.Event | None = None
     """Set when the service being restarted is back; None while none is."""
-
-    @property
-    def restarting(self) -> bool:
-        return self._back is not None
 
     async def ready(self) -> None:
         """Wait while a service is being restarted (an episode starts on the new one)."""
@@ -90,14 +87,11 @@ class Health:
         """What stops the run's work when a loss is fatal (the scheduler's cancel)."""
         self._stop = stop
 
-    def lost(self, loss: ServiceLoss, *, fatal: bool) -> None:
-        """Record a death; ``fatal`` stops the run. One the run goes on from is said at
-        once, in one line; the run's end reports every loss (the CLI, in one line each)."""
+    def lost(self, loss: ServiceLoss) -> None:
+        """Record a death the run cannot go on from, and stop the run; its end reports
+        every loss (the CLI, in one line each)."""
         self._losses.append(loss)
-        if not fatal:
-            log.warning(f"{loss.service} died ({loss.how}); the run goes on")
-        else:
-            self._end()
+        self._end()
 
     def abandoned(self, since: int, n: int = 1) -> None:
         """``n`` episodes that started when ``since`` services had died were abandoned:

@@ -619,9 +619,10 @@ class Scheduler:
         try:
             await writer.emit_event(event)
         except Exception as exc:
-            if storage.storage_cause(exc) is None:
+            lost = storage.storage_cause(exc)
+            if lost is None:
                 raise
-            self._storage_lost = self._storage_lost or storage.storage_cause(exc)
+            self._storage_lost = self._storage_lost or lost
 
     def _stop_for_storage(self, lost: OSError) -> bool:
         """The harness's storage failed in an episode: remember the first error and stop
@@ -883,8 +884,7 @@ class Scheduler:
         emit = self._emit
         assert emit is not None
         ep = spec.episode_id
-        if self.health.restarting:  # a service is coming back: start on the new one
-            await self.health.ready()
+        await self.health.ready()  # a service coming back: start on the new one
         since = self.health.deaths
         await emit(*_typed(self._planned(spec)), ep)
         outcome = EpisodeOutcome(spec, FailureClass.UNKNOWN)
