@@ -489,25 +489,14 @@ async def execute(
         outcome = await scheduler.run(state, finish=finish)
     except ExecutorError as exc:
         raise RunError(str(exc)) from None
-    if outcome.interrupted:
-        return RunResult(
-            run_dir,
-            run_dir / LOG_NAME,
-            {},
-            "",
-            run_id,
-            True,
-            outcome,
-            min_coverage=options.min_coverage,
-        )
-    metrics, summary = built[0]
+    metrics, summary = ({}, "") if outcome.interrupted else built[0]
     return RunResult(
         run_dir,
         run_dir / LOG_NAME,
         metrics,
         summary,
         run_id,
-        False,
+        outcome.interrupted,
         outcome,
         min_coverage=options.min_coverage,
     )

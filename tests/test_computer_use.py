@@ -16,7 +16,7 @@ import anyio
 import orjson
 import pytest
 from effectbench_mockmed import PINNED
-from test_llm_arm import _events, _rows
+from run_files import log_events, results_by_mode
 
 from effectbench.api import evaluate_provider_async
 from effectbench.arms.computer_use import (
@@ -81,8 +81,8 @@ async def _run_all(tmp_path: Path) -> dict[str, Any]:
         await local.stop()
     return {
         "dir": result.run_dir,
-        "rows": _rows(result.run_dir),
-        "events": _events(result.run_dir),
+        "rows": results_by_mode(result.run_dir),
+        "events": log_events(result.run_dir),
         "metrics": orjson.loads((result.run_dir / "metrics.json").read_bytes()),
         "delays": delays,
         "standin": standin,

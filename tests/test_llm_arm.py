@@ -20,6 +20,7 @@ import orjson
 import pytest
 from effectbench_mockmed import PINNED
 from llm_server import Endpoint
+from run_files import log_events, results_by_mode
 
 from effectbench.api import evaluate_provider_async
 from effectbench.arms.llm import (
@@ -53,19 +54,6 @@ async def endpoint() -> AsyncIterator[tuple[Endpoint, str]]:
         yield ep, f"http://127.0.0.1:{server.port}/v1"
     finally:
         await server.stop()
-
-
-def _rows(run_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """results.jsonl by arm, then by MockMed mode."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for line in (run_dir / "results.jsonl").read_bytes().splitlines():
-        row = orjson.loads(line)
-        out.setdefault(row["arm"], {})[row["task_id"].removeprefix("mockmed::")] = row
-    return out
-
-
-def _events(run_dir: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in (run_dir / "events.jsonl").read_bytes().splitlines()]
 
 
 async def _run_all(tmp_path: Path) -> dict[str, Any]:
@@ -110,8 +98,8 @@ async def _run_all(tmp_path: Path) -> dict[str, Any]:
         await local.stop()
     return {
         "dir": result.run_dir,
-        "rows": _rows(result.run_dir),
-        "events": _events(result.run_dir),
+        "rows": results_by_mode(result.run_dir),
+        "events": log_events(result.run_dir),
         "metrics": orjson.loads((result.run_dir / "metrics.json").read_bytes()),
         "delays": delays,
         "server": server,
