@@ -162,6 +162,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=256)
     ap.add_argument("--dir", type=Path, default=None, help="where to write the runs (temp dir)")
     args = ap.parse_args()
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
     start_load = loadavg()
     trials = -(-args.episodes // (TASKS * ARMS))
     episodes = trials * TASKS * ARMS

@@ -19,6 +19,7 @@ import attrs
 import orjson
 
 from effectbench.core.arm import Arm
+from effectbench.core.capabilities import ArmCapabilities, ProviderCapabilities
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.prices import PriceTable, load_prices
 from effectbench.core.provider import BenchmarkProvider
@@ -121,12 +122,12 @@ def _arm_version(arm: Arm, shipped: tuple[str | None, str | None]) -> str | None
     an arm from anywhere else may not claim that version (a RunError)."""
     module = type(arm).__module__
     harness = module.split(".")[0] in HARNESS_PACKAGES
-    own = getattr(arm, "version", None)
+    own = ArmCapabilities.of(arm).version
     dist, version = shipped
     if dist is None and harness:
         dist, version = HARNESS_DISTRIBUTION, PACKAGE_VERSION
     found = dist if dist is None or version is None else f"{dist}=={version}"
-    if isinstance(own, str) and own:
+    if own is not None:
         found = own
     if not harness and harness_shipped(found):
         raise RunError(
@@ -146,6 +147,7 @@ def _resolve_provider(
             f"{provider!r} is not a BenchmarkProvider (needs name, version, tasks, start, stop, "
             "provision)"
         )
+    _check_plugin_object(provider, "provider", f"provider {provider.name!r}")
     return provider, None
 
 
@@ -160,6 +162,7 @@ def _resolve_arms(
             ref: str | None = item
         elif isinstance(item, Arm):
             arm, ref = item, None
+            _check_plugin_object(arm, "arm", f"arm {arm.name!r}")
         else:
             raise RunError(f"{item!r} is not an Arm (needs a name and an async run(task, env))")
         if arm.name in out:
@@ -173,19 +176,26 @@ def _resolve_arms(
     return out, refs
 
 
+def _check_plugin_object(obj: object, kind: str, label: str) -> None:
+    """A plugin handed over as an object gets the registry's capability check."""
+    from effectbench.run.registry import PluginError, check_capabilities
+
+    try:
+        check_capabilities(obj, kind, label)
+    except PluginError as exc:
+        raise RunError(str(exc)) from None
+
+
 def _check_executor_fits(arms: Mapping[str, Arm], runner: Any) -> None:
     """Browser arms and protocol agents hold a resource the harness process owns (the
     browser pool, the agent process): they run with the local executor only."""
-    from effectbench.browser import uses_browser
     from effectbench.executors.local import LocalExecutor
 
     if runner is None or isinstance(runner, LocalExecutor):
         return
 
     held = sorted(
-        name
-        for name, arm in arms.items()
-        if uses_browser(arm) or getattr(arm, "lifespan", None) is not None
+        name for name, arm in arms.items() if ArmCapabilities.of(arm).holds_harness_resource
     )
     if held:
         raise RunError(
@@ -198,8 +208,8 @@ def _preflight_arms(arms: Mapping[str, Arm]) -> None:
     """Before anything is written: an arm with a ``preflight()`` (e.g. ``llm`` with no
     endpoint configured) may refuse the run in one line."""
     for name, arm in arms.items():
-        check = getattr(arm, "preflight", None)
-        if not callable(check):
+        check = ArmCapabilities.of(arm).preflight
+        if check is None:
             continue
         try:
             check()
@@ -236,7 +246,7 @@ def _apply_isolation(arms: dict[str, Arm], isolate: bool | None) -> dict[str, Ar
     out: dict[str, Arm] = {}
     notes: set[str] = set()
     for name, arm in arms.items():
-        configure = getattr(arm, "with_isolation", None)
+        configure = ArmCapabilities.of(arm).with_isolation
         if configure is None:
             if isolate:
                 raise RunError(
@@ -249,13 +259,11 @@ def _apply_isolation(arms: dict[str, Arm], isolate: bool | None) -> dict[str, Ar
         if isolate is not None:  # else the agent keeps its own choice (by default: contain)
             arm = configure(isolate)
         out[name] = arm
-        try:
-            getattr(arm, "execution", None)
-        except Exception as exc:  # noqa: BLE001 - ContainmentUnavailable: one line for the user
-            raise RunError(f"{exc}; install bubblewrap, or run without --isolate") from None
-        note = getattr(arm, "execution_note", None)
-        if note:
-            notes.add(str(note))
+        caps = ArmCapabilities.of(arm)
+        if caps.execution_error is not None:  # ContainmentUnavailable: one line for the user
+            raise RunError(f"{caps.execution_error}; install bubblewrap, or run without --isolate")
+        if caps.execution_note:
+            notes.add(caps.execution_note)
     for note in sorted(notes):
         structlog.get_logger("effectbench.agents").warning(
             "agent.not_contained", reason=note, running_as="subprocess"
@@ -446,7 +454,7 @@ async def execute(
         task_globs or (),
         refs={"provider": prov_ref, "arms": arm_refs_used},
         arm_versions=arm_versions,
-        fixture=getattr(prov, "fixture", False) is True,
+        fixture=ProviderCapabilities.of(prov).fixture,
     )
 
     await _preflight(prov, provider_options or {})
@@ -531,7 +539,7 @@ async def _preflight(prov: BenchmarkProvider, options: Mapping[str, str]) -> Non
     The hook is optional: ``async def preflight(self, options) -> None``, raising with a
     message for the user. A provider without it accepts no options.
     """
-    check = getattr(prov, "preflight", None)
+    check = ProviderCapabilities.of(prov).preflight
     if check is None:
         if options:
             flags = ", ".join(f"--{k}" for k in sorted(options))

@@ -515,3 +515,37 @@ def test_the_scheduler_writes_only_typed_events() -> None:
             if not typed:
                 untyped.append(f"{func.name}, line {node.lineno}")
     assert untyped == []
+
+
+def _capability_reads(tree: ast.AST, names: frozenset[str]) -> Iterator[tuple[int, str]]:
+    """(line, member) of each ``getattr``/``hasattr`` of a plugin capability by name."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        if node.func.id not in ("getattr", "hasattr") or len(node.args) < 2:
+            continue
+        member = node.args[1]
+        if isinstance(member, ast.Constant) and member.value in names:
+            yield node.lineno, str(member.value)
+
+
+def test_the_walker_sees_a_capability_read() -> None:
+    tree = ast.parse("x = getattr(arm, 'uses_browser', False)\ny = hasattr(p, 'fixture')")
+    names = frozenset({"uses_browser", "fixture"})
+    assert list(_capability_reads(tree, names)) == [(1, "uses_browser"), (2, "fixture")]
+
+
+def test_plugin_capabilities_are_read_only_in_core() -> None:
+    """An optional plugin member is read by effectbench.core.capabilities and nowhere
+    else, so a new one is declared (and checked at load) before the harness uses it.
+    ``version`` is left out: it is also every distribution's and module's."""
+    from effectbench.core.capabilities import ARM_CAPABILITIES, PROVIDER_CAPABILITIES
+
+    names = frozenset(ARM_CAPABILITIES + PROVIDER_CAPABILITIES) - {"version"}
+    found = [
+        f"{module}:{line} reads {member!r}"
+        for module, path in _modules().items()
+        if not module.startswith("effectbench.core")
+        for line, member in _capability_reads(ast.parse(path.read_text()), names)
+    ]
+    assert found == [], "read it through ArmCapabilities / ProviderCapabilities.of"

@@ -30,18 +30,19 @@ from effectbench.browser.launch import (
     start_playwright,
 )
 from effectbench.browser.pool import BrowserPool, EpisodeBrowser, default_browsers
+from effectbench.core.capabilities import ArmCapabilities
 
 
 def uses_browser(arm: object) -> bool:
     """An arm asks for a browser page by setting ``uses_browser = True`` (see
     docs/writing-an-arm.md); the scheduler then fills ``EnvHandle.browser``."""
-    return getattr(arm, "uses_browser", False) is True
+    return ArmCapabilities.of(arm).uses_browser
 
 
 def uses_browser_cdp(arm: object) -> bool:
     """A protocol agent asks for a CDP endpoint by ``uses_browser_cdp = True``
     (``ExecArm(..., browser=True)``); the scheduler then fills ``EnvHandle.browser_cdp``."""
-    return getattr(arm, "uses_browser_cdp", False) is True
+    return ArmCapabilities.of(arm).uses_browser_cdp
 
 
 __all__ = [

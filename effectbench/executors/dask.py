@@ -31,6 +31,7 @@ import anyio
 import attrs
 import structlog
 
+from effectbench.core.capabilities import ProviderCapabilities
 from effectbench.core.errors import ConfigurationError
 from effectbench.core.events import EpisodeAbandoned, EpisodeFailed, EpisodePlanned, event_data
 from effectbench.core.model import AgentReport, FailureClass, Snapshot
@@ -181,8 +182,8 @@ def _worker_name() -> str:
 def _hand_state_dir(provider: Any, root: str | None) -> None:
     """This worker's part of the run's state root, for a provider that takes one: what
     a killed worker of the same name left there is deleted first."""
-    hand_over = getattr(provider, "use_state_dir", None)
-    if root is None or not callable(hand_over):
+    hand_over = ProviderCapabilities.of(provider).use_state_dir
+    if root is None or hand_over is None:
         return
     mine = Path(root) / f"worker-{_worker_name()}"
     shutil.rmtree(mine, ignore_errors=True)

@@ -25,6 +25,7 @@ import attrs
 import importlib_metadata
 
 from effectbench.core.arm import Arm
+from effectbench.core.capabilities import capability_hints, capability_problems
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.provider import BenchmarkProvider
 
@@ -195,7 +196,19 @@ def instantiate(obj: object, protocol: type, label: str) -> Any:
         public = protocol.__module__.replace("effectbench.core.", "effectbench.", 1)
         reason = f"does not implement {public}.{protocol.__name__}: missing {what}"
         raise PluginError(f"{label} {reason}", reason)
+    check_capabilities(obj, "arm" if protocol is Arm else "provider", label)
     return obj
+
+
+def check_capabilities(obj: object, kind: str, label: str) -> None:
+    """Refuse a plugin whose optional hooks the harness could not call (a PluginError),
+    and warn about a member that looks like a misspelt capability (a PluginWarning)."""
+    problems = capability_problems(obj, kind)
+    if problems:
+        reason = f"has optional members the harness cannot use: {'; '.join(problems)}"
+        raise PluginError(f"{label} {reason}", reason)
+    for hint in capability_hints(obj, kind):
+        warnings.warn(f"{label}: {hint}", PluginWarning, stacklevel=3)
 
 
 def format_plugin_table(results: Iterable[LoadResult]) -> str:
@@ -392,6 +405,7 @@ __all__ = [
     "PluginWarning",
     "Registry",
     "UnknownPlugin",
+    "check_capabilities",
     "format_plugin_table",
     "instantiate",
     "missing_members",

@@ -40,6 +40,7 @@ import structlog
 from effectbench.core import bounds
 from effectbench.core.agentlog import LogBudget, LogBudgetExceeded
 from effectbench.core.arm import Arm, TaskView
+from effectbench.core.capabilities import ArmCapabilities, ProviderCapabilities
 from effectbench.core.codec import converter
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
@@ -387,8 +388,8 @@ def _environment_gone(provisioned: ProvisionedEpisode) -> tuple[str, str] | None
 def _services(provider: BenchmarkProvider) -> Sequence[Service]:
     """The services a started provider lets the harness watch (its optional
     ``services()``); a provider without the hook has none."""
-    hook = getattr(provider, "services", None)
-    return list(hook()) if callable(hook) else []
+    hook = ProviderCapabilities.of(provider).services
+    return list(hook()) if hook is not None else []
 
 
 class _Episode(Exception):
@@ -439,11 +440,11 @@ class Scheduler:
         self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
         self._started = 0
         self._all_started = False
-        from effectbench.browser import uses_browser, uses_browser_cdp
-
-        self._browser_arms = frozenset(n for n, a in arms.items() if uses_browser(a))
+        self._caps = {n: ArmCapabilities.of(a) for n, a in arms.items()}
+        """Each arm's optional members, read once (effectbench.core.capabilities)."""
+        self._browser_arms = frozenset(n for n, c in self._caps.items() if c.uses_browser)
         self._browsers: BrowserPool | None = None
-        self._cdp_arms = frozenset(n for n, a in arms.items() if uses_browser_cdp(a))
+        self._cdp_arms = frozenset(n for n, c in self._caps.items() if c.uses_browser_cdp)
         self._cdp: CdpHub | None = None
         self._writer: Any = None
         self.executor = executor
@@ -638,8 +639,9 @@ class Scheduler:
     def _execution(self) -> dict[str, Any]:
         """How each arm runs (``in_process``, ``subprocess``, ``isolated``) and, when a
         protocol agent could not be contained, why: the manifest records both."""
-        modes = {a: str(getattr(self.arms[a], "execution", "in_process")) for a in self.plan.arms}
-        notes = {getattr(self.arms[a], "execution_note", None) for a in self.plan.arms}
+        caps = {a: self._caps[a] for a in self.plan.arms}
+        modes = {a: c.execution for a, c in caps.items()}
+        notes = {c.execution_note for c in caps.values()}
         data: dict[str, Any] = {"execution": modes}
         if notes - {None}:
             data["containment"] = "; ".join(sorted(str(n) for n in notes if n is not None))
@@ -719,8 +721,8 @@ class Scheduler:
         if not await self._start_browsers():
             await self._stop_browsers()
             return
-        hand_over = getattr(self.provider, "use_state_dir", None)
-        if callable(hand_over) and self.state_root is not None:
+        hand_over = ProviderCapabilities.of(self.provider).use_state_dir
+        if hand_over is not None and self.state_root is not None:
             hand_over(self.state_root)  # the per-run root for episode state (run/statedir.py)
         try:
             await self._run_provider(pending)
@@ -769,7 +771,7 @@ class Scheduler:
         """Arms with a ``lifespan(run_dir)`` (a long-lived agent process) get it around
         the episodes; an arm without one needs nothing."""
         for name in self.plan.arms:
-            lifespan = getattr(self.arms[name], "lifespan", None)
+            lifespan = self._caps[name].lifespan
             if lifespan is not None:
                 await stack.enter_async_context(lifespan(self.run_dir))
 
@@ -1116,6 +1118,7 @@ class Scheduler:
         pre = await self._read_oracle(provisioned.oracle, spec, PreSnapshot, "pre_snapshot")
 
         arm = self.arms[spec.arm]
+        caps = self._caps[spec.arm]
         env = provisioned.env
         telemetry: Telemetry = env.telemetry
         telemetry.screenshot_policy = self.options.screenshots
@@ -1160,11 +1163,8 @@ class Scheduler:
                 ArmTelemetry(
                     **_telemetry_data(
                         price_calls(calls, self.options.prices),
-                        _action_count(
-                            len(telemetry.actions),
-                            getattr(arm, "records_actions", False) is True,
-                        ),
-                        counts_model=getattr(arm, "uses_model", False) is True,
+                        _action_count(len(telemetry.actions), caps.records_actions),
+                        counts_model=caps.uses_model,
                         failed=arm_error is not None,
                     )
                 )
@@ -1191,11 +1191,7 @@ class Scheduler:
             twin_error = await run_twin(self.provider, spec, *program, self.options, emit)
             if twin_error is not None:
                 raise _Episode(FailureClass.ENVIRONMENT, "reference", twin_error)
-        if (
-            getattr(arm, "mutation_audit", False) is True
-            and spec.trial == 0
-            and wants_mutations(spec.task)
-        ):
+        if caps.mutation_audit and spec.trial == 0 and wants_mutations(spec.task):
             # the audit's reference asks for its oracle to be mutation-tested (run/mutate.py)
             await run_mutations(self.provider, spec, arm, self.options, emit, pre)
         return EpisodeOutcome(spec, None, report, pre, post)
