@@ -33,8 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "effectbench.arms",
         "effectbench.serve",
         "effectbench.faults",
-        "effectbench.pgserver",
-        "effectbench.pgpool",
+        "effectbench.postgres",
         "effectbench.browser",
         "effectbench.agents",
     ),
@@ -266,7 +265,7 @@ def test_old_paths_are_only_relocations() -> None:
     top for its other code too), and the helper's own module is none."""
     users = {m for m, path in MODULES.items() if "relocated(" in path.read_text("utf-8")}
     assert users - {"effectbench.core.relocated"} == set(RELOCATED)
-    assert len(RELOCATED) == 22
+    assert len(RELOCATED) == 26
 
 
 def test_no_import_cycles() -> None:
@@ -553,12 +552,12 @@ def test_plugin_capabilities_are_read_only_in_core() -> None:
 
 def test_the_run_lock_is_taken_in_one_place() -> None:
     """The run's lock on its log (a run's, ``--force``'s, a reader's) comes from
-    run/runlock.py alone, so they cannot disagree on what it is. pgserver.py's flock
+    run/runlock.py alone, so they cannot disagree on what it is. postgres/server.py's flock
     guards its server's data directory, another lock."""
     takers = sorted(
         name
         for name, path in MODULES.items()
         if "fcntl.flock(" in path.read_text("utf-8")
-        and name not in ("effectbench.run.runlock", "effectbench.pgserver")
+        and name not in ("effectbench.run.runlock", "effectbench.postgres.server")
     )
     assert takers == []
