@@ -20,7 +20,7 @@ classes the package defines, so a new class goes in here or the test fails::
     │   ├── ComputerUseNotConfigured  arms.computer_use
     │   ├── ContainmentUnavailable  agents.exec
     │   ├── LlmNotConfigured    arms.llm
-    │   ├── PgConfigError       pgserver
+    │   ├── PgConfigError       postgres.server
     │   └── WorkerStartError    executors.dask
     ├── ExecutorError           executors.base
     ├── InvalidSpec             core.model          (+ ValueError)
