@@ -33,8 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "effectbench.arms",
         "effectbench.serve",
         "effectbench.faults",
-        "effectbench.pgserver",
-        "effectbench.pgpool",
+        "effectbench.postgres",
         "effectbench.browser",
         "effectbench.agents",
     ),
@@ -266,7 +265,7 @@ def test_old_paths_are_only_relocations() -> None:
     top for its other code too), and the helper's own module is none."""
     users = {m for m, path in MODULES.items() if "relocated(" in path.read_text("utf-8")}
     assert users - {"effectbench.core.relocated"} == set(RELOCATED)
-    assert len(RELOCATED) == 22
+    assert len(RELOCATED) == 26
 
 
 def test_no_import_cycles() -> None:
