@@ -51,13 +51,13 @@ the log records, and warnings. None is an error of the user's, and none reaches 
 (if one did, it would be a bug: "internal error", exit 1). Each root says why::
 
     ActionError                 arms.computer_use.actions  a bad action: back to the model
-    AgentFailure                agents.exec         an agent failed an episode: its logged failure
-    ├── AgentExited             agents.exec
-    ├── AgentGaveUp             agents.exec
-    ├── AgentMalformed          agents.exec
-    │   └── AgentOverBudget     agents.exec
-    ├── AgentStartFailed        agents.exec
-    └── AgentTimeout            agents.exec
+    AgentFailure                agents.channel      an agent failed an episode: its logged failure
+    ├── AgentExited             agents.channel
+    ├── AgentGaveUp             agents.channel
+    ├── AgentMalformed          agents.channel
+    │   └── AgentOverBudget     agents.channel
+    ├── AgentStartFailed        agents.channel
+    └── AgentTimeout            agents.channel
     CdpError                    browser.cdp         a DevTools command failed; the proxy handles it
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
