@@ -39,7 +39,7 @@ classes the package defines, so a new class goes in here or the test fails::
     ├── ProjectionError         projections.episodes (+ ValueError)
     ├── ProviderStartError      run.scheduler
     ├── ReportError             report.errors
-    ├── ResumeError             run.scheduler
+    ├── ResumeError             run.resume
     ├── RunDirLost              run.outdir
     ├── RunError                api
     ├── ScaffoldError           scaffold.generate   (+ ValueError)

@@ -44,7 +44,6 @@ from effectbench.core.capabilities import ArmCapabilities, ProviderCapabilities
 from effectbench.core.codec import converter
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
-    TERMINAL_TYPES,
     ArmAction,
     ArmScreenshot,
     ArmStarted,
@@ -81,6 +80,7 @@ from effectbench.run.health import Health
 from effectbench.run.mutate import run_mutations, wants_mutations
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
+from effectbench.run.resume import ResumeError, ResumeState, load_resume_state
 from effectbench.run.runlock import run_lock_held, share_run_lock
 from effectbench.run.twin import reference_program, run_twin
 
@@ -117,24 +117,6 @@ class Observer(Protocol):
 
 
 @attrs.frozen
-class ResumeState:
-    """What a log says about a run: its plan, which episodes ended, which were cut off."""
-
-    run_id: str
-    plan: Mapping[str, Any]
-    plan_hash: str
-    terminated: frozenset[str]
-    unterminated: tuple[str, ...]
-    torn_tail: bool
-    events: int = -1
-    """Valid events read; a resume refuses a log that holds more by the time it is locked."""
-    concurrency: int | None = None
-    """The concurrency run.started recorded: a resume keeps it unless told otherwise."""
-    min_coverage: float | None = None
-    """The threshold the latest session recorded: a resume keeps it unless told otherwise."""
-
-
-@attrs.frozen
 class RunOutcome:
     run_id: str
     interrupted: bool
@@ -150,62 +132,8 @@ class RunOutcome:
     """Harness-owned services that died during the run (ExitCode.SERVICE_LOST)."""
 
 
-class ResumeError(EffectBenchError):
-    """A log that cannot be resumed; the message says why, in one line."""
-
-
 class ProviderStartError(EffectBenchError):
     """The provider's run-level start failed; the log is closed and resumable."""
-
-
-def load_resume_state(log_path: Path) -> ResumeState:
-    """Read and verify a log; name the terminated and the started-but-unterminated episodes."""
-    from effectbench.log.reader import read_log
-
-    reader = read_log(log_path, verify=True)
-    started: Mapping[str, Any] | None = None
-    threshold: Any = None
-    state: dict[str, bool] = {}  # ep -> terminated?
-    for ev in reader:
-        if ev.type == RunStarted.TYPE and started is None:
-            started = ev.data
-            threshold = started.get("min_coverage")
-            continue
-        if ev.type == RunResumed.TYPE and ev.ep is None:
-            threshold = ev.data.get("min_coverage", threshold)
-        ep = ev.ep
-        if ep is None:
-            continue
-        if ev.type == EpisodeAbandoned.TYPE:
-            state.pop(ep, None)
-        elif ev.type in TERMINAL_TYPES:
-            state[ep] = True
-        elif not state.get(ep, False):
-            state[ep] = False
-    if started is None and reader.count == 0:
-        raise ResumeError(
-            f"{log_path} holds no complete event: the run was stopped before it started and "
-            f"nothing ran; start it again with --out {log_path.parent} --force"
-        )
-    if started is None:
-        raise ResumeError(
-            f"{log_path} has no run.started event; it is not a run log that can be resumed"
-        )
-    return ResumeState(
-        run_id=str(started["run_id"]),
-        plan=started["plan"],
-        plan_hash=str(started["plan_hash"]),
-        terminated=frozenset(ep for ep, done in state.items() if done),
-        unterminated=tuple(ep for ep, done in state.items() if not done),
-        torn_tail=bool(getattr(reader, "torn_tail", False)),
-        events=reader.count,
-        concurrency=started.get("concurrency")
-        if isinstance(started.get("concurrency"), int)
-        else None,
-        min_coverage=float(threshold)
-        if isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
-        else None,
-    )
 
 
 _ARM_REASON_MAX: Final = 5_120
