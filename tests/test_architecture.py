@@ -549,3 +549,16 @@ def test_plugin_capabilities_are_read_only_in_core() -> None:
         for line, member in _capability_reads(ast.parse(path.read_text()), names)
     ]
     assert found == [], "read it through ArmCapabilities / ProviderCapabilities.of"
+
+
+def test_the_run_lock_is_taken_in_one_place() -> None:
+    """The run's lock on its log (a run's, ``--force``'s, a reader's) comes from
+    run/runlock.py alone, so they cannot disagree on what it is. postgres/server.py's flock
+    guards its server's data directory, another lock."""
+    takers = sorted(
+        name
+        for name, path in MODULES.items()
+        if "fcntl.flock(" in path.read_text("utf-8")
+        and name not in ("effectbench.run.runlock", "effectbench.postgres.server")
+    )
+    assert takers == []
