@@ -488,17 +488,18 @@ def test_old_file_name_constants_are_aliases_of_rundir() -> None:
     assert (checks.AUDIT_FILE, page.REPORT_FILE) == (rundir.AUDIT_FILE, rundir.REPORT_FILE)
 
 
-def test_the_scheduler_writes_only_typed_events() -> None:
-    """Every event the scheduler writes is built from a class of effectbench.core.events:
-    ``emit(*_typed(Event(...)), ep)`` or ``writer.emit_event(Event(...))``. Only
-    ``write_events`` (the executor seam) passes lines on as they are: a worker, or the
-    executor, built them the same way."""
-    tree = ast.parse(MODULES["effectbench.run.scheduler"].read_text("utf-8"))
+@pytest.mark.parametrize("module", ["effectbench.run.scheduler", "effectbench.run.episode"])
+def test_the_scheduler_writes_only_typed_events(module: str) -> None:
+    """Every event the scheduler and an episode's stages write is built from a class of
+    effectbench.core.events: ``emit(*typed(Event(...)), ep)`` or
+    ``writer.emit_event(Event(...))``. Only the executor's sink (``record``) passes lines
+    on as they are: a worker, or the executor, built them the same way."""
+    tree = ast.parse(MODULES[module].read_text("utf-8"))
     untyped = []
     for func in ast.walk(tree):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        if func.name == "write_events":
+        if func.name == "record":
             continue
         for node in ast.walk(func):
             if not isinstance(node, ast.Call):
@@ -510,7 +511,7 @@ def test_the_scheduler_writes_only_typed_events() -> None:
             typed = (
                 isinstance(first, ast.Starred)
                 and isinstance(first.value, ast.Call)
-                and getattr(first.value.func, "id", None) == "_typed"
+                and getattr(first.value.func, "id", None) in ("typed", "_typed")
             )
             if not typed:
                 untyped.append(f"{func.name}, line {node.lineno}")
@@ -567,10 +568,8 @@ def test_the_run_lock_is_taken_in_one_place() -> None:
 MAX_LINES = 600
 LONG_FOR_NOW = frozenset(
     {
-        "effectbench.run.scheduler",
         "effectbench.cli.commands",
         "effectbench.api",
-        "effectbench.executors.dask",
     }
 )
 """Modules still over MAX_LINES while their splits are under way (issue 26, items 2 and 3);
@@ -587,3 +586,16 @@ def test_no_module_is_over_600_lines() -> None:
         and (count := len(path.read_text("utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_executors_see_the_run_only_through_its_sink() -> None:
+    """An executor is handed an ``EpisodeSink`` (executors/base.py), never the scheduler:
+    no module of effectbench.executors imports it, in any form."""
+    graph = _graph()
+    reaching = sorted(
+        module
+        for module in MODULES
+        if module.startswith("effectbench.executors")
+        and "effectbench.run.scheduler" in graph.get(module, set())
+    )
+    assert reaching == []

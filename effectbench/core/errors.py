@@ -22,7 +22,7 @@ classes the package defines, so a new class goes in here or the test fails::
     │   ├── ContainmentUnavailable  agents.exec
     │   ├── LlmNotConfigured    arms.llm
     │   ├── PgConfigError       postgres.server
-    │   └── WorkerStartError    executors.dask
+    │   └── WorkerStartError    executors.dask_worker
     ├── ExecutorError           executors.base
     ├── InvalidSpec             core.errors         (+ ValueError)
     ├── LogError                log.lines
@@ -67,7 +67,7 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     ToolError                   arms.llm.tools      a bad tool call: its message goes to the model
     PluginWarning               run.registry        a warning (warnings.warn), never raised
     └── DuplicatePluginWarning  run.registry
-    _Episode                    run.scheduler       an episode stage failed, with a failure class
+    _Episode                    run.episode         an episode stage failed, with a failure class
     _FixtureError               scoring.diff        fixture and diff disagree: indeterminate
     _NoTwin                     run.mutate          no twin for a mutation: the audit logs why
     _NotPlain                   core.codec          left by the fast decoder to the converter
