@@ -63,22 +63,27 @@ def test_task_ids_are_the_tasks() -> None:
 EP = "screen_only::fake::ok::t0"
 
 
-def planned(terminated: bool = False, ep: str = EP, **change: Any) -> run_rules.PlannedFacts:
-    """Event #7, the episode.planned the scheduler writes for trial 0 of TASK, changed."""
-    params = trial_params(TASK, 0)
-    effect = TASK.expected_effect.resolve(params)
-    data: dict[str, Any] = {
-        "arm": "screen_only",
-        "task_id": TASK.task_id,
+def trial_fields(task: Any) -> dict[str, Any]:
+    """What an episode.planned and a submitted row both carry of trial 0 of ``task``."""
+    params = trial_params(task, 0)
+    effect = task.expected_effect.resolve(params)
+    return {
+        "task_id": task.task_id,
         "trial": 0,
         "params": params,
-        **{field: task_axis(TASK, field) for field in TASK_AXES},
+        **{field: task_axis(task, field) for field in TASK_AXES},
         "effect": converter.unstructure(effect),
         "effect_hash": content_hash(effect),
     }
-    data.update(change)
+
+
+def planned(terminated: bool = False, ep: str = EP, **change: Any) -> run_rules.PlannedFacts:
+    """Event #7, the episode.planned the scheduler writes for trial 0 of TASK, changed."""
+    plan = trial_fields(TASK)
+    data = {"arm": "screen_only", **plan, **change}
     task = TASK if data["task_id"] == TASK.task_id else None
-    return run_rules.PlannedFacts(7, ep, data, task, terminated, params, content_hash(effect))
+    expected = (plan["params"], plan["effect_hash"])
+    return run_rules.PlannedFacts(7, ep, data, task, terminated, *expected)
 
 
 def reasons(found: Iterable[str]) -> list[str]:
@@ -158,16 +163,9 @@ def snapshot(*notes: str) -> dict[str, Any]:
 def row(task: Any = TASK, **change: Any) -> dict[str, Any]:
     """A sound row of ``task`` (its agent wrote this trial's note and said so), then
     ``change`` applied (a key set to ``...`` is dropped)."""
-    params = trial_params(task, 0)
-    effect = task.expected_effect.resolve(params)
     doc: dict[str, Any] = {
         "system": "a",
-        "task_id": task.task_id,
-        "trial": 0,
-        **{field: task_axis(task, field) for field in TASK_AXES},
-        "params": params,
-        "effect": converter.unstructure(effect),
-        "effect_hash": content_hash(effect),
+        **trial_fields(task),
         "reported_success": True,
         "pre_snapshot": snapshot(),
         "post_snapshot": snapshot(NOTE),
