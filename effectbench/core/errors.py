@@ -23,7 +23,7 @@ classes the package defines, so a new class goes in here or the test fails::
     │   ├── PgConfigError       postgres.server
     │   └── WorkerStartError    executors.dask
     ├── ExecutorError           executors.base
-    ├── InvalidSpec             core.model          (+ ValueError)
+    ├── InvalidSpec             core.errors         (+ ValueError)
     ├── LogError                log.lines
     │   └── LogCorrupt          log.lines
     │       ├── ChainBroken     log.lines
@@ -51,13 +51,13 @@ the log records, and warnings. None is an error of the user's, and none reaches 
 (if one did, it would be a bug: "internal error", exit 1). Each root says why::
 
     ActionError                 arms.computer_use.actions  a bad action: back to the model
-    AgentFailure                agents.exec         an agent failed an episode: its logged failure
-    ├── AgentExited             agents.exec
-    ├── AgentGaveUp             agents.exec
-    ├── AgentMalformed          agents.exec
-    │   └── AgentOverBudget     agents.exec
-    ├── AgentStartFailed        agents.exec
-    └── AgentTimeout            agents.exec
+    AgentFailure                agents.channel      an agent failed an episode: its logged failure
+    ├── AgentExited             agents.channel
+    ├── AgentGaveUp             agents.channel
+    ├── AgentMalformed          agents.channel
+    │   └── AgentOverBudget     agents.channel
+    ├── AgentStartFailed        agents.channel
+    └── AgentTimeout            agents.channel
     CdpError                    browser.cdp         a DevTools command failed; the proxy handles it
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
@@ -75,7 +75,7 @@ the log records, and warnings. None is an error of the user's, and none reaches 
 
 from __future__ import annotations
 
-__all__ = ["ArtifactError", "ConfigurationError", "EffectBenchError"]
+__all__ = ["ArtifactError", "ConfigurationError", "EffectBenchError", "InvalidSpec"]
 
 
 class EffectBenchError(Exception):
@@ -89,3 +89,10 @@ class ArtifactError(EffectBenchError):
 class ConfigurationError(EffectBenchError):
     """This host or its settings lack what a run needs (a server, a browser, bubblewrap, a
     model endpoint, a worker's setup); the message says what to install or set."""
+
+
+class InvalidSpec(EffectBenchError, ValueError):
+    """A task, effect or oracle declaration that the benchmark refuses to score.
+
+    Here, not beside the task types, because both of their modules raise it
+    (``core.effects`` and ``core.model``, which re-exports it)."""

@@ -20,7 +20,6 @@ no terminal event, and resume abandons it and runs it again on a fresh system of
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import itertools
 import math
@@ -81,7 +80,7 @@ from effectbench.run.mutate import run_mutations, wants_mutations
 from effectbench.run.options import DEFAULT_OPTIONS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.run.resume import ResumeError, ResumeState, load_resume_state
-from effectbench.run.runlock import run_lock_held, share_run_lock
+from effectbench.run.runlock import log_lock, run_lock_held, share_run_lock
 from effectbench.run.twin import reference_program, run_twin
 
 if TYPE_CHECKING:
@@ -265,24 +264,18 @@ def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _exclusive(log_path: Path) -> Iterator[int]:
-    """Hold an advisory lock on the log for the run, so two processes never write (or
+    """Hold the run lock (run/runlock.py) for the run, so two processes never write (or
     resume) one run directory at once, and --force never replaces a live one
     (effectbench.run.outdir probes this lock). Yields the locked descriptor."""
-    try:
-        fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise ResumeError(f"cannot open {log_path}: {exc.strerror or exc}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with log_lock(log_path, exclusive=True, flags=os.O_RDWR | os.O_CREAT) as lock:
+        if lock.error is not None:
+            raise ResumeError(f"cannot open {log_path}: {lock.error.strerror or lock.error}")
+        if not lock.held:
             raise ResumeError(
                 f"{log_path.parent} is in use by another effectbench process; wait for it or "
                 "stop it first"
-            ) from None
-        yield fd
-    finally:
-        os.close(fd)
+            )
+        yield lock.fd
 
 
 async def _reraise_if_stopping() -> None:
