@@ -77,7 +77,7 @@ from effectbench.core.services import Service, ServiceLoss
 from effectbench.run import statedir, storage
 from effectbench.run.health import Health
 from effectbench.run.mutate import run_mutations, wants_mutations
-from effectbench.run.options import DEFAULTS, RunOptions
+from effectbench.run.options import DEFAULT_OPTIONS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.run.resume import ResumeError, ResumeState, load_resume_state
 from effectbench.run.runlock import log_lock, run_lock_held, share_run_lock
@@ -335,7 +335,7 @@ class Scheduler:
         run_dir: Path,
         *,
         run_id: str,
-        options: RunOptions = DEFAULTS,
+        options: RunOptions = DEFAULT_OPTIONS,
         observer: Observer | None = None,
         executor: Any = None,
     ) -> None:
