@@ -461,6 +461,7 @@ class Scheduler:
                         concurrency=self.options.concurrency,
                         **self._execution(),
                         min_coverage=self.options.min_coverage,
+                        from_provider=self.options.from_provider() or None,
                     )
                 )
             else:
@@ -479,6 +480,7 @@ class Scheduler:
                         concurrency=self.options.concurrency,
                         **self._execution(),
                         min_coverage=self.options.min_coverage,
+                        from_provider=self.options.from_provider() or None,
                     )
                 )
             if self.observer is not None:
