@@ -426,7 +426,7 @@ def test_nothing_in_the_repository_imports_a_relocated_path() -> None:
     "module",
     [
         "effectbench.projections.episodes",
-        "effectbench.verify.submission",
+        "effectbench.verify.submission_rules",
         "effectbench.cli.console",
     ],
 )

@@ -16,6 +16,7 @@ classes the package defines, so a new class goes in here or the test fails::
     │   └── PartialExport       verify.export
     ├── AuditError              audit.checks
     ├── ConfigurationError      core.errors
+    │   ├── BrowserStartError   browser.lifecycle
     │   ├── BrowserUnavailable  browser.launch
     │   ├── ComputerUseNotConfigured  arms.computer_use
     │   ├── ContainmentUnavailable  agents.exec
@@ -41,7 +42,7 @@ classes the package defines, so a new class goes in here or the test fails::
     ├── ReportError             report.errors
     ├── ResumeError             run.resume
     ├── RunDirLost              run.outdir
-    ├── RunError                api
+    ├── RunError                run.request
     ├── ScaffoldError           scaffold.generate   (+ ValueError)
     ├── StorageError            run.storage
     └── StoreRefused            core.store
@@ -75,7 +76,7 @@ the log records, and warnings. None is an error of the user's, and none reaches 
 
 from __future__ import annotations
 
-__all__ = ["ArtifactError", "ConfigurationError", "EffectBenchError", "InvalidSpec"]
+__all__ = ["ArtifactError", "ConfigurationError", "EffectBenchError", "InvalidSpec", "one_line"]
 
 
 class EffectBenchError(Exception):
@@ -89,6 +90,14 @@ class ArtifactError(EffectBenchError):
 class ConfigurationError(EffectBenchError):
     """This host or its settings lack what a run needs (a server, a browser, bubblewrap, a
     model endpoint, a worker's setup); the message says what to install or set."""
+
+
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception as one line of a message or a log field: its type and its words,
+    cut to ``limit`` characters (an arm's reason may be longer, see run/episode.py)."""
+    text = " ".join(str(exc).split())
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 class InvalidSpec(EffectBenchError, ValueError):

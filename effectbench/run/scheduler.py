@@ -77,15 +77,16 @@ from effectbench.core.services import Service, ServiceLoss
 from effectbench.run import statedir, storage
 from effectbench.run.health import Health
 from effectbench.run.mutate import run_mutations, wants_mutations
-from effectbench.run.options import DEFAULTS, RunOptions
+from effectbench.run.options import DEFAULT_OPTIONS, RunOptions
 from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
 from effectbench.run.resume import ResumeError, ResumeState, load_resume_state
 from effectbench.run.runlock import log_lock, run_lock_held, share_run_lock
 from effectbench.run.twin import reference_program, run_twin
 
 if TYPE_CHECKING:
-    from effectbench.browser import BrowserPool, EpisodeBrowser
-    from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
+    from effectbench.browser.cdp_proxy import CdpEpisode
+    from effectbench.browser.lifecycle import RunBrowsers
+    from effectbench.browser.pool import EpisodeBrowser
 
 _T = TypeVar("_T")
 
@@ -334,7 +335,7 @@ class Scheduler:
         run_dir: Path,
         *,
         run_id: str,
-        options: RunOptions = DEFAULTS,
+        options: RunOptions = DEFAULT_OPTIONS,
         observer: Observer | None = None,
         executor: Any = None,
     ) -> None:
@@ -364,9 +365,9 @@ class Scheduler:
         self._caps = {n: ArmCapabilities.of(a) for n, a in arms.items()}
         """Each arm's optional members, read once (effectbench.core.capabilities)."""
         self._browser_arms = frozenset(n for n, c in self._caps.items() if c.uses_browser)
-        self._browsers: BrowserPool | None = None
         self._cdp_arms = frozenset(n for n, c in self._caps.items() if c.uses_browser_cdp)
-        self._cdp: CdpHub | None = None
+        self._browsers: RunBrowsers | None = None
+        """The run's browsers while its episodes run (effectbench.browser.lifecycle)."""
         self._writer: Any = None
         self.executor = executor
         """Where episodes run (effectbench.executors); None runs them here, as always."""
@@ -460,6 +461,7 @@ class Scheduler:
                         concurrency=self.options.concurrency,
                         **self._execution(),
                         min_coverage=self.options.min_coverage,
+                        from_provider=self.options.from_provider() or None,
                     )
                 )
             else:
@@ -478,6 +480,7 @@ class Scheduler:
                         concurrency=self.options.concurrency,
                         **self._execution(),
                         min_coverage=self.options.min_coverage,
+                        from_provider=self.options.from_provider() or None,
                     )
                 )
             if self.observer is not None:
@@ -580,75 +583,39 @@ class Scheduler:
                 work.cancel()
             # later signals: already stopping; keep the handler so the log closes cleanly
 
-    async def _start_browsers(self) -> bool:
-        """Start the run's browsers when an arm needs one; False (and the run's start
-        error set) when they cannot start."""
-        if not await self._start_cdp():
-            return False
-        if not self._browser_arms:
-            return True
-        from effectbench.browser import BrowserPool, default_browsers
+    async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
+        async with contextlib.AsyncExitStack() as browsers:
+            if not await self._enter_browsers(browsers):
+                return
+            hand_over = ProviderCapabilities.of(self.provider).use_state_dir
+            if hand_over is not None and self.state_root is not None:
+                hand_over(self.state_root)  # the per-run root for episode state (run/statedir.py)
+            await self._run_provider(pending)
 
-        pool = BrowserPool(
-            browsers=self.options.browsers or default_browsers(self.options.concurrency),
+    async def _enter_browsers(self, stack: contextlib.AsyncExitStack) -> bool:
+        """The run's browsers (effectbench.browser.lifecycle) when an arm needs one, for
+        as long as ``stack``; False (and the run's start error set) when they cannot start.
+        A run without browser arms does not even import the browser package."""
+        if not (self._browser_arms or self._cdp_arms):
+            return True
+        from effectbench.browser.lifecycle import BrowserStartError, run_browsers
+
+        browsers = run_browsers(
+            pages_for=self._browser_arms,
+            cdp_for=self._cdp_arms,
+            browsers=self.options.browsers,
+            concurrency=self.options.concurrency,
             tmp_dir=None if self.state_root is None else self.state_root / "browser",
         )
         try:
-            await pool.start()
-        except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
+            self._browsers = await stack.enter_async_context(browsers)
+        except BrowserStartError as exc:  # raised after the log is closed, see run()
             self._start_error = ProviderStartError(
-                f"the browser for arm {', '.join(sorted(self._browser_arms))} failed to start: "
                 f"{exc}; nothing ran. Fix it, then continue with: "
                 f"effectbench run --resume {self.run_dir}"
             )
             return False
-        self._browsers = pool
         return True
-
-    async def _start_cdp(self) -> bool:
-        """The browser behind protocol agents' CDP endpoints, when an arm asks for one."""
-        if not self._cdp_arms:
-            return True
-        from effectbench.browser.cdp_proxy import CdpHub
-
-        hub = CdpHub()
-        try:
-            await hub.start()
-        except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
-            self._start_error = ProviderStartError(
-                f"the browser for arm {', '.join(sorted(self._cdp_arms))} failed to start: "
-                f"{exc}; nothing ran. Fix it, then continue with: "
-                f"effectbench run --resume {self.run_dir}"
-            )
-            return False
-        self._cdp = hub
-        return True
-
-    async def _stop_browsers(self) -> None:
-        hub, self._cdp = self._cdp, None
-        if hub is not None:
-            try:
-                await hub.stop()
-            except Exception as exc:  # noqa: BLE001 - must not hide the run's own result
-                log.error("browser.stop_failed", error=_one_line(exc))
-        pool, self._browsers = self._browsers, None
-        if pool is not None:
-            try:
-                await pool.stop()
-            except Exception as exc:  # noqa: BLE001 - must not hide the run's own result
-                log.error("browser.stop_failed", error=_one_line(exc))
-
-    async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
-        if not await self._start_browsers():
-            await self._stop_browsers()
-            return
-        hand_over = ProviderCapabilities.of(self.provider).use_state_dir
-        if hand_over is not None and self.state_root is not None:
-            hand_over(self.state_root)  # the per-run root for episode state (run/statedir.py)
-        try:
-            await self._run_provider(pending)
-        finally:
-            await self._stop_browsers()
 
     async def _run_provider(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
@@ -922,17 +889,13 @@ class Scheduler:
     async def _open_browser(self, spec: EpisodeSpec) -> EpisodeBrowser:
         """A fresh browser context and page for this episode."""
         assert self._browsers is not None
-        return await self._open_within(self._browsers.open, "browser page")
+        return await self._open_within(self._browsers.open_page, "browser page")
 
     async def _open_cdp(self, channels: Mapping[str, str]) -> CdpEpisode:
-        """A fresh context and its CDP endpoint for a protocol agent's episode, limited
-        to the product's origins (those of its channels' URLs)."""
-        from effectbench.browser.policy import OriginPolicy
-
-        hub = self._cdp
-        assert hub is not None
-        policy = OriginPolicy.of_channels(channels)
-        return await self._open_within(lambda: hub.open(policy), "browser context")
+        """A fresh context and its CDP endpoint for a protocol agent's episode."""
+        browsers = self._browsers
+        assert browsers is not None
+        return await self._open_within(lambda: browsers.open_cdp(channels), "browser context")
 
     async def _open_within(self, open_: Callable[[], Awaitable[_T]], what: str) -> _T:
         """``open_()`` within the provider timeout; a failure or a timeout is an
@@ -950,10 +913,9 @@ class Scheduler:
 
     async def _close_cdp(self, episode: CdpEpisode) -> str | None:
         """Always runs: the context goes even when the agent failed or timed out."""
-        hub = self._cdp
         try:
-            if hub is not None:
-                await hub.close(episode)
+            if self._browsers is not None:
+                await self._browsers.close_cdp(episode)
         except Exception as exc:  # noqa: BLE001 - the browser's failure, not the arm's
             return _one_line(exc)
         return None

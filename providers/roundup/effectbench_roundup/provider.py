@@ -70,6 +70,12 @@ class RoundupProvider:
 
     name: str = "roundup"
     version: str = VERSION
+    recommended_concurrency: int = 4
+    """Trackers starting at once: at the harness's 32 a loaded 2-core machine lost most
+    episodes to provisioning time-outs (docs/results-roundup.md); ``--concurrency`` wins."""
+    provisioning_timeout: float = 300.0
+    """A tracker start takes ~0.3 s idle and up to a minute under load; ``--provider-timeout``
+    wins."""
 
     def __init__(
         self, *, tmp_root: Path | None = None, http_timeout_s: float = HTTP_TIMEOUT_S
