@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "effectbench.oracles",
         "effectbench.arms",
         "effectbench.serve",
+        "effectbench.providers_kit",
         "effectbench.faults",
         "effectbench.postgres",
         "effectbench.browser",
