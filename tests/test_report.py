@@ -342,6 +342,39 @@ def test_a_protocol_agents_actions_are_replayed_on_the_screenshot_before_them(
     assert d.filmstrip is None and d.screenshots == ()  # the scored attempt logged none
 
 
+def test_an_action_goes_on_the_screenshot_it_cites(tmp_path: Path) -> None:
+    """Computer-use actions cite their image by sha256: they go on that frame even when
+    another was logged since, and one citing an image the run did not keep (``seen``,
+    --screenshots final) gets a frame saying so, never another frame's picture."""
+    digest = hashlib.sha256(PNG).hexdigest()
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "blobs" / f"{digest}.png").write_bytes(PNG)
+    unkept, other = "a" * 64, "b" * 64
+
+    def act(seq: int, **detail: Any) -> LoggedEvent:
+        return _ev(seq, "episode.action", {"kind": "computer", "detail": detail})
+
+    extra = [
+        act(4, action="click", x=5, y=6, button="right", seen=unkept),
+        _ev(5, "episode.screenshot", {"path": f"blobs/{digest}.png", "sha256": digest}),
+        _ev(6, "episode.screenshot", {"path": f"blobs/{other}.png", "sha256": other}),
+        act(7, action="drag", x=0, y=0, to_x=1, to_y=1, screenshot=digest),
+        act(8, action="done", success=True, message="ok", screenshot=other),
+    ]
+    ref = EpisodeRef(0, "a::t::t0", "a", "t", 0, "success")
+    strip = drill(
+        ref, {}, _episode_events(_snap(), _snap(), extra), tmp_path, ShotBudget()
+    ).filmstrip
+    assert strip is not None
+    kept_not, shown, missing = strip.frames
+    assert kept_not.seq is None and kept_not.shot.data_uri is None
+    assert "was not kept" in (kept_not.shot.note or "")
+    assert [a.text for a in kept_not.actions] == ["click at (5, 6) (right button)"]
+    assert shown.shot.data_uri is not None and shown.marks == (Mark(1, "drag", 0, 0, 1, 1),)
+    assert missing.shot.data_uri is None and missing.sha256 == other
+    assert [a.text for a in missing.actions] == ["done: success true, message ok"]
+
+
 # --------------------------------------------------------------------------- compare
 
 
