@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "effectbench.oracles",
         "effectbench.arms",
         "effectbench.serve",
+        "effectbench.providers_kit",
         "effectbench.faults",
         "effectbench.postgres",
         "effectbench.browser",
@@ -426,7 +427,7 @@ def test_nothing_in_the_repository_imports_a_relocated_path() -> None:
     "module",
     [
         "effectbench.projections.episodes",
-        "effectbench.verify.submission",
+        "effectbench.verify.submission_rules",
         "effectbench.cli.console",
     ],
 )

@@ -42,7 +42,7 @@ classes the package defines, so a new class goes in here or the test fails::
     ├── ReportError             report.errors
     ├── ResumeError             run.resume
     ├── RunDirLost              run.outdir
-    ├── RunError                api
+    ├── RunError                run.request
     ├── ScaffoldError           scaffold.generate   (+ ValueError)
     ├── StorageError            run.storage
     └── StoreRefused            core.store

@@ -16,8 +16,20 @@ import attrs
 
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import TERMINAL_TYPES, EpisodeAbandoned, RunResumed, RunStarted
+from effectbench.core.rundir import LOG_FILE
+from effectbench.run.options import RunOptions
+from effectbench.run.plan import Plan, count_planned, diff_plans
+from effectbench.run.request import RunError, RunRequest
 
-__all__ = ["ResumeError", "ResumeState", "load_resume_state"]
+__all__ = [
+    "ResumeError",
+    "ResumeState",
+    "check_same_plan",
+    "load_resume_state",
+    "nothing_left",
+    "open_resume",
+    "reconcile",
+]
 
 
 @attrs.frozen
@@ -90,3 +102,72 @@ def load_resume_state(log_path: Path) -> ResumeState:
         if isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
         else None,
     )
+
+
+def open_resume(run_dir: Path | None) -> ResumeState | None:
+    """The state of the run ``--resume`` names (None when not resuming), or a RunError
+    that says what to give instead."""
+    if run_dir is None:
+        return None
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(
+            f"--resume {run_dir} is a file, not a run directory; give the directory that "
+            f"holds {LOG_FILE}"
+        )
+    if not run_dir.is_dir():
+        raise RunError(f"run directory {run_dir} does not exist; check the path given to --resume")
+    if not (run_dir / LOG_FILE).is_file():
+        raise RunError(
+            f"{run_dir} holds no {LOG_FILE}; it is not a run directory that can be resumed"
+        )
+    return load_resume_state(run_dir / LOG_FILE)
+
+
+def reconcile(
+    request: RunRequest, options: RunOptions, state: ResumeState | None
+) -> tuple[RunRequest, RunOptions]:
+    """What a resume runs: each plan input the request left open from the recorded plan,
+    and the recorded concurrency and coverage threshold unless others were asked (the
+    recorded concurrency so wins over a provider's recommendation). Then every field
+    still open from ``DEFAULTS``."""
+    if state is None:
+        return request.settled(), options
+    if options.asked_concurrency is None and state.concurrency:
+        options = attrs.evolve(options, concurrency=state.concurrency)
+    if options.asked_min_coverage is None and state.min_coverage is not None:
+        options = attrs.evolve(options, min_coverage=state.min_coverage)
+    recorded = state.plan
+    refs = recorded.get("refs") or {}
+    names = list(recorded.get("arms") or [])
+    arm_refs = refs.get("arms") or []
+    filled = attrs.evolve(
+        request,
+        provider=_given(
+            request.provider, refs.get("provider") or (recorded.get("provider") or {}).get("name")
+        ),
+        arms=_given(request.arms, [r or n for r, n in zip(arm_refs, names)] or names),
+        trials=_given(request.trials, int(recorded.get("trials") or 0)),
+        task_globs=_given(request.task_globs, list(recorded.get("task_globs") or [])),
+    )
+    if filled.provider is None or not filled.arms:
+        raise RunError(
+            f"{(request.resume or Path()) / LOG_FILE} records no provider or arms; pass "
+            "--provider and --arm"
+        )
+    return filled.settled(), options
+
+
+def _given(asked: Any, recorded: Any) -> Any:
+    return recorded if asked is None else asked
+
+
+def check_same_plan(plan: Plan, state: ResumeState, run_dir: Path) -> None:
+    """A resume runs the recorded plan or nothing: a RunError naming what differs."""
+    if plan.plan_hash != state.plan_hash:
+        diffs = diff_plans(state.plan, plan.identity()) or ["the plan hash differs"]
+        raise RunError(f"refusing to resume {run_dir}: the plan differs ({'; '.join(diffs)})")
+
+
+def nothing_left(plan: Plan, state: ResumeState) -> bool:
+    """Whether every planned episode already ended (and none was cut off)."""
+    return not state.unterminated and count_planned(plan, state.terminated) == plan.n_episodes

@@ -35,7 +35,7 @@ from effectbench.run import statedir, storage
 from effectbench.run.episode import EpisodeOutcome, EpisodeRunner, Line
 from effectbench.run.episode_events import PlannedEvents
 from effectbench.run.health import Health, services_of
-from effectbench.run.options import DEFAULTS, RunOptions
+from effectbench.run.options import DEFAULT_OPTIONS, RunOptions
 from effectbench.run.plan import EpisodeSpec, Plan, count_planned, episodes
 from effectbench.run.resume import ResumeError, ResumeState, load_resume_state
 from effectbench.run.runlock import log_lock, run_lock_held, share_run_lock
@@ -102,7 +102,7 @@ class Scheduler:
         run_dir: Path,
         *,
         run_id: str,
-        options: RunOptions = DEFAULTS,
+        options: RunOptions = DEFAULT_OPTIONS,
         observer: Observer | None = None,
         executor: Any = None,
     ) -> None:
@@ -235,6 +235,7 @@ class Scheduler:
                         concurrency=self.options.concurrency,
                         **self._execution(),
                         min_coverage=self.options.min_coverage,
+                        from_provider=self.options.from_provider() or None,
                     )
                 )
             else:
@@ -253,6 +254,7 @@ class Scheduler:
                         concurrency=self.options.concurrency,
                         **self._execution(),
                         min_coverage=self.options.min_coverage,
+                        from_provider=self.options.from_provider() or None,
                     )
                 )
             if self.observer is not None:

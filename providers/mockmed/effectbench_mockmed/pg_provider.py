@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
@@ -30,9 +29,9 @@ import attrs
 
 from effectbench.model import Category, TaskSpec
 from effectbench.provider import ProvisionedEpisode
-from effectbench.serve import LocalServer
+from effectbench.providers_kit import ServedRun, episode_token
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
-from effectbench_mockmed.episode import Episode, LiveEpisodes, http_env, mode_fault
+from effectbench_mockmed.episode import Episode, http_env, mode_fault
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.pg_store import PG_FAULTS, PG_SCHEMA_DDL, PgEncounterStore, insert_rows
 from effectbench_mockmed.provider import HTTP_TIMEOUT_S, VERSION
@@ -88,8 +87,7 @@ class _Running:
     pool: DatabasePool
     embedded: EmbeddedServer | None
     episodes: Episodes
-    server: LocalServer
-    port: int
+    served: ServedRun[Episode]
     connections: Connections
 
 
@@ -151,7 +149,6 @@ class MockMedPgProvider:
         self._pg_name: str | None = None
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
-        self._live = LiveEpisodes()
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root: the embedded server lives there (``pg/``), so the
@@ -203,12 +200,12 @@ class MockMedPgProvider:
             await check_server(dsn)
         run = PgRun(dsn)
         pool = DatabasePool(run)
-        server: LocalServer | None = None
         try:
             await run.open(self._build_template)
             episodes = Episodes()
-            server = LocalServer(build_app(episodes), label="MockMed-pg's HTTP server")
-            await server.start()
+            served: ServedRun[Episode] = await ServedRun.start(
+                None, app=build_app(episodes), label="MockMed-pg's HTTP server"
+            )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await pool.close()
@@ -216,8 +213,7 @@ class MockMedPgProvider:
                 if embedded is not None:
                     await anyio.to_thread.run_sync(embedded.stop)
             raise
-        assert server.port is not None
-        self._running = _Running(run, pool, embedded, episodes, server, server.port, Connections())
+        self._running = _Running(run, pool, embedded, episodes, served, Connections())
 
     async def _build_template(self, conn: Any) -> None:
         schema = self.pack.schema
@@ -233,7 +229,7 @@ class MockMedPgProvider:
 
     @property
     def base_url(self) -> str | None:
-        return None if self._running is None else f"http://127.0.0.1:{self._running.port}/"
+        return None if self._running is None else self._running.served.base_url
 
     def services(self) -> Sequence[Service]:
         """The embedded server, for the harness to watch and restart (a user's server
@@ -264,20 +260,15 @@ class MockMedPgProvider:
     async def _stop_running(self, running: _Running, *, lost: bool = False) -> None:
         """``lost``: the server died, so nothing on it is dropped (and nothing said)."""
         try:
-            await self._live.teardown_all()
-            with anyio.CancelScope(shield=True):
-                await running.connections.close()
+            await running.served.stop(before_server=running.connections.close)
         finally:
-            try:
-                await running.server.stop()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await running.pool.close()
-                        await (running.run.abandon() if lost else running.run.close())
-                    finally:
-                        if running.embedded is not None:
-                            await anyio.to_thread.run_sync(running.embedded.stop)
+            with anyio.CancelScope(shield=True):
+                try:
+                    await running.pool.close()
+                    await (running.run.abandon() if lost else running.run.close())
+                finally:
+                    if running.embedded is not None:
+                        await anyio.to_thread.run_sync(running.embedded.stop)
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
@@ -302,14 +293,16 @@ class MockMedPgProvider:
             with anyio.CancelScope(shield=True):
                 await running.pool.give_back(db)
             raise
-        token = secrets.token_urlsafe(18)
+        token = episode_token()
         running.episodes.add(token, EpisodeState(store, fault))
-        base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
+        base_url = running.served.episode_url(token)
         session = running.connections.session(base_url, self._http_timeout_s)
         env = http_env(session, base_url, {}, None)
         oracle = PostgresOracle(running.run.oracle_dsn(db.name), connection=db.oracle)
         release = _pg_release(running.pool, db, store, oracle)
-        teardown = self._live.add(token, Episode(token, running.episodes, session, release))
+        teardown = running.served.live.add(
+            token, Episode(token, running.episodes, session, release)
+        )
         from effectbench.postgres.store import PostgresStore
 
         return ProvisionedEpisode(
