@@ -8,7 +8,7 @@ UV := .tools/bin/uv
 VENV := .venv
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: setup system-deps demo test typecheck lint bench dist clean
+.PHONY: setup system-deps examples demo test typecheck lint bench dist clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -26,9 +26,11 @@ demo: setup
 	$(VENV)/bin/effectbench run --out runs/demo --force
 
 # System packages the tests drive: the distribution's Chromium (browser substrate and
-# report; its headless shell is what runs episodes: a third of the CPU, docs/performance.md), Node.js (a reference agent) and bubblewrap (agent containment). Installed
-# when missing and root; otherwise the command to run is printed and make stops.
-SYSTEM_DEPS := chromium:chromium chromium-headless-shell:chromium-headless-shell node:nodejs bwrap:bubblewrap unshare:util-linux
+# report; its headless shell is what runs episodes: a third of the CPU,
+# docs/performance.md), Node.js (a reference agent), npm (the Puppeteer example's
+# packages) and bubblewrap (agent containment). Installed when missing and root;
+# otherwise the command to run is printed and make stops.
+SYSTEM_DEPS := chromium:chromium chromium-headless-shell:chromium-headless-shell node:nodejs npm:npm bwrap:bubblewrap unshare:util-linux
 system-deps:
 	@missing=""; for pair in $(SYSTEM_DEPS); do \
 	    command -v "$${pair%%:*}" >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
@@ -37,7 +39,20 @@ system-deps:
 	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	else echo "make test needs:$$missing (as root: apt-get install$$missing)" >&2; exit 1; fi
 
-test: setup system-deps
+# What the examples under examples/ need to run (tests/test_examples.py runs them): the
+# Puppeteer agent's locked npm packages (puppeteer-core never downloads a browser) and
+# the Playwright agent's own venv, made by its Makefile.
+PUPPETEER := examples/puppeteer-agent
+examples: $(PUPPETEER)/node_modules/.installed examples/playwright-agent/.venv/.installed
+
+$(PUPPETEER)/node_modules/.installed: $(PUPPETEER)/package.json $(PUPPETEER)/package-lock.json | system-deps
+	cd $(PUPPETEER) && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+examples/playwright-agent/.venv/.installed: examples/playwright-agent/requirements.txt
+	$(MAKE) -C examples/playwright-agent PYTHON=$(PYTHON)
+
+test: setup system-deps examples
 	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup
 
 typecheck: setup

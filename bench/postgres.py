@@ -6,7 +6,7 @@ on it, made when no reset one is free), the product's seeding, a per-episode URL
 and aiohttp session, the arm's form POST (and, for effect_verified, two JSON readbacks)
 through uvicorn, two oracle reads as the SELECT-only role in REPEATABLE READ
 transactions, teardown (the database reset to the template's state for the next
-episode, see effectbench.pgpool). One embedded server (from the wheel) serves every
+episode, see effectbench.postgres.pool). One embedded server (from the wheel) serves every
 case; each case is a run of its own (its own template, role and pool, so its first
 `concurrency` episodes clone). Cases: both baseline arms at concurrency 1, 16 and 64,
 the median of --runs runs. Then per-episode setup, serially (median ms): the template
@@ -37,8 +37,9 @@ from _common import (
 from effectbench_mockmed.pg_provider import MockMedPgProvider
 from effectbench_mockmed.pg_store import PG_SCHEMA_DDL
 
-from effectbench.pgpool import DatabasePool
-from effectbench.pgserver import EmbeddedServer, PgRun
+from effectbench.postgres.databases import PgRun
+from effectbench.postgres.pool import DatabasePool
+from effectbench.postgres.server import EmbeddedServer
 
 TARGET_AT_16 = 100.0
 CORES = os.cpu_count() or 1

@@ -21,9 +21,10 @@ from _common import load_line, loadavg, median, parser, table, write_json
 from effectbench_mockmed.pg_store import PG_SCHEMA_DDL
 from postgres import server_cpu_s
 
-from effectbench.oracles.postgres import PostgresOracle
-from effectbench.pgpool import DatabasePool
-from effectbench.pgserver import EmbeddedServer, PgRun
+from effectbench.postgres.databases import PgRun
+from effectbench.postgres.oracle import PostgresOracle
+from effectbench.postgres.pool import DatabasePool
+from effectbench.postgres.server import EmbeddedServer
 
 INSERT = (
     "INSERT INTO encounters(patient_id, type, note, source, key) "

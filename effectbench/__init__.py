@@ -17,6 +17,8 @@ _LAZY = {
     "evaluate_provider_async": "effectbench.api",
     "RunResult": "effectbench.api",
     "RunError": "effectbench.api",
+    "RunRequest": "effectbench.run.request",
+    "RunOptions": "effectbench.run.options",
     "Arm": "effectbench.core.arm",
     "TaskView": "effectbench.core.arm",
     "BenchmarkProvider": "effectbench.core.provider",
@@ -71,6 +73,8 @@ if TYPE_CHECKING:
         SkipEpisode,
         Telemetry,
     )
+    from effectbench.run.options import RunOptions
+    from effectbench.run.request import RunRequest
 
 
 def __getattr__(name: str) -> Any:
@@ -105,6 +109,8 @@ __all__ = [
     "ProvisionedEpisode",
     "RecordWritten",
     "RunError",
+    "RunOptions",
+    "RunRequest",
     "RunResult",
     "SkipEpisode",
     "Snapshot",

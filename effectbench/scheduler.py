@@ -14,11 +14,13 @@ __getattr__, __dir__ = relocated(
             "LOG_NAME",
             "Observer",
             "ProviderStartError",
-            "ResumeError",
-            "ResumeState",
             "RunOutcome",
             "Scheduler",
             "SchedulerOptions",
+        ),
+        "effectbench.run.resume": (
+            "ResumeError",
+            "ResumeState",
             "load_resume_state",
         ),
         "effectbench.run.runlock": (

@@ -49,3 +49,33 @@ def output_dir() -> Path:
     root = Path(os.environ.get(OUTPUT_ENV) or Path(__file__).resolve().parent / "output")
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def keep(page: Any, name: str) -> Path:
+    """A full-page screenshot of ``page`` kept in output_dir() for CI; its path is printed."""
+    path = output_dir() / name
+    page.screenshot(path=str(path), full_page=True)
+    print(f"screenshot: {path}")
+    return path
+
+
+class Page:
+    """A page that records every request and every console error or page error."""
+
+    def __init__(self, browser: Any) -> None:
+        self.context = browser.new_context(viewport={"width": 1200, "height": 900})
+        self.page = self.context.new_page()
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.context.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+
+    def _console(self, msg: Any) -> None:
+        if msg.type in ("error", "warning"):
+            self.errors.append(f"{msg.type}: {msg.text}")
+
+    def open(self, path: Path) -> str:
+        url = path.resolve().as_uri()
+        self.page.goto(url, wait_until="load")
+        return url

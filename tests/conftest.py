@@ -24,7 +24,7 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="session")
 def pg_dsn() -> Iterator[str]:
     """One real PostgreSQL server per test session (per xdist worker), from the wheel."""
-    from effectbench.pgserver import EmbeddedServer
+    from effectbench.postgres.server import EmbeddedServer
 
     server = EmbeddedServer()
     dsn = server.start()

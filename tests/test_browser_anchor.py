@@ -81,12 +81,13 @@ def _screenshots_are_stored_once_by_hash_and_logged_in_order(run16: Path) -> Non
             order.setdefault(line["ep"], []).append(line["type"])
         if line["type"] == ev.ArmScreenshot.TYPE:
             shots.setdefault(line["ep"], []).append(line["data"]["sha256"])
-    assert len(shots) == 180 and all(len(s) == 1 for s in shots.values())
+    # two per episode: the filled form before Save, the page after it
+    assert len(shots) == 180 and all(len(s) == 2 for s in shots.values())
     stored = {p.stem for p in (run16 / BLOB_DIR).iterdir()}
-    assert stored == {s[0] for s in shots.values()}  # one file per distinct image
-    for ep, types in order.items():  # the screenshot follows its submit action
-        i = types.index(ev.ArmScreenshot.TYPE)
-        assert types[i - 1] == ev.ArmAction.TYPE, ep
+    assert stored == {h for s in shots.values() for h in s}  # one file per distinct image
+    for ep, types in order.items():  # around its submit action, the only action
+        acted = types[types.index(ev.ArmScreenshot.TYPE) :][:3]
+        assert acted == [ev.ArmScreenshot.TYPE, ev.ArmAction.TYPE, ev.ArmScreenshot.TYPE], ep
     assert verify_run(run16).ok
 
 
@@ -117,13 +118,16 @@ def test_screenshots_final_keeps_only_the_last_one(tmp_path: Path) -> None:
             )
             return await super().run(task, env)
 
-    for policy, expected in (("final", 1), ("all", 2)):
+    shot, act = ev.ArmScreenshot.TYPE, ev.ArmAction.TYPE
+    expected = {"final": [act, act, shot], "all": [shot, act, shot, shot, act, shot]}
+    for policy, telemetry in expected.items():
         run = evaluate(
             [TwoSubmits()], trials=1, task_globs=["mockmed::ok"], out=tmp_path / policy,
             screenshots=policy,
         )  # fmt: skip
         lines = [orjson.loads(x) for x in (run.run_dir / "events.jsonl").read_bytes().splitlines()]
         types = [x["type"] for x in lines if x["ep"] is not None]
-        assert types.count(ev.ArmScreenshot.TYPE) == expected, policy
-        assert types[types.index(ev.ArmScreenshot.TYPE) - 1] == ev.ArmAction.TYPE
+        start = types.index(ev.ArmStarted.TYPE) + 1
+        assert types[start : start + len(telemetry)] == telemetry, policy
+        assert types.count(shot) == telemetry.count(shot), policy
         assert verify_run(run.run_dir).ok

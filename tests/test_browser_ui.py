@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from effectbench_mockmed.packs_full import FULL_TASKS, MockMedFullProvider
 
-from effectbench.arms.browser import read_records_page, submit_form_in_browser
+from effectbench.arms.browser import FILLED, read_records_page, submit_form_in_browser
 from effectbench.browser import BrowserPool
 from effectbench.model import Snapshot, resolve_value, trial_params
 from effectbench.provider import Telemetry
@@ -64,8 +64,10 @@ async def test_every_fault_shows_in_the_browser_as_over_http(
                 assert in_browser.screen_says_saved == over_http.screen_says_saved, where
                 assert in_browser.message == over_http.message, where
                 assert in_browser.status == over_http.status, where
-                assert len(telemetry.screenshots) == 1, where
-                assert telemetry.screenshots[0].png.startswith(b"\x89PNG"), where
+                labels = [shot.label for shot in telemetry.screenshots]
+                assert labels == [FILLED, "after submit"], where
+                assert all(shot.png.startswith(b"\x89PNG") for shot in telemetry.screenshots)
+                assert [shot.after for shot in telemetry.screenshots] == [0, 1], where
                 http_rows, web_rows = await http.oracle.read(), await web.oracle.read()
                 assert _without_source(web_rows) == _without_source(http_rows), where
                 shown = await read_records_page(episode.page, web.env.channels["base_url"])
@@ -106,3 +108,38 @@ async def test_an_episode_context_starts_empty_and_is_closed(
     finally:
         await second.close()
     assert pool.browsers[0].contexts == []
+
+
+@pytest.mark.timeout(120)
+async def test_the_screenshot_before_submit_shows_what_was_typed(
+    tmp_path: Path, pool: BrowserPool
+) -> None:
+    """The page after Save shows an empty form; the screenshot taken before it is the
+    only one with the typed note. Two fills with the same values give the same image
+    and a fill that differs only in the note a different one, so that image shows the
+    note (and not, say, a blank form)."""
+    provider = MockMedFullProvider(tmp_root=tmp_path)
+    await provider.start()
+    task = next(t for t in FULL_TASKS if t.task_id == "mockmed::ok")
+    params = trial_params(task, 0)
+    values = {k: resolve_value(v, params) for k, v in (task.solution or {}).items()}
+    shots: list[tuple[bytes, bytes]] = []
+    try:
+        for note in (values["note"], values["note"], f"{values['note']} (edited)"):
+            web = await provider.provision(task, 0, params)
+            episode = await pool.open()
+            telemetry = Telemetry()
+            try:
+                await submit_form_in_browser(
+                    episode.page, web.env.channels["base_url"], {**values, "note": note}, telemetry
+                )
+            finally:
+                await episode.close()
+                await web.teardown()
+            filled, after = telemetry.screenshots
+            shots.append((filled.png, after.png))
+    finally:
+        await provider.stop()
+    assert shots[0][0] == shots[1][0]  # deterministic
+    assert shots[0][0] != shots[2][0]  # the note is in the picture
+    assert shots[0][1] == shots[2][1]  # after Save the form is empty again: no note in it

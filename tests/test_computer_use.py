@@ -374,3 +374,40 @@ def test_verify_refuses_an_action_that_cites_a_screenshot_its_episode_had_not_se
         assert any(f"({ep}): action cites screenshot {forged[:16]}" in r for r in report.reasons), (
             report.reasons
         )
+
+
+def test_the_report_draws_each_click_where_the_action_recorded_it(
+    run: dict[str, Any], tmp_path: Path
+) -> None:
+    """The filmstrip of a computer-use episode: each screenshot the model was sent is a
+    frame, and each pointing action is marked on the frame it cites, at its own (x, y)
+    in that image's pixels; typed text is a caption."""
+    import struct
+
+    from report_html import filmstrip
+
+    from effectbench.report import build_report
+
+    ep = "cu_banner::mockmed::ok::t0"
+    report = build_report(run["dir"], tmp_path / "report.html", drill_limit=1, episodes=[ep])
+    frames = filmstrip(report, ep)
+    acted = [
+        e["data"]["detail"]
+        for e in run["events"]
+        if e["ep"] == ep and e["type"] == "episode.action" and e["data"]["kind"] == "computer"
+    ]
+    pointed = [d for d in acted if "x" in d]
+    assert any(d["action"] == "click" for d in pointed)
+    for detail in pointed:
+        cited = [f for f in frames if f.attrs["data-sha256"] == detail["screenshot"]]
+        png = (run["dir"] / f"blobs/sha256/{detail['screenshot']}.png").read_bytes()
+        width, height = struct.unpack(">II", png[16:24])
+        assert cited and all(f.image_sha256 == detail["screenshot"] for f in cited)
+        assert all(f.view_box == f"0 0 {width} {height}" for f in cited)
+        at = (str(detail["x"]), str(detail["y"]))
+        marks = [m for f in cited for m in f.marks]
+        assert any((m["data-x"], m["data-y"]) == at == (m["cx"], m["cy"]) for m in marks)
+    typed = [d["text"] for d in acted if d["action"] == "type"]
+    captions = [text for f in frames for kind, text in f.actions if kind == "type"]
+    assert typed and len(captions) == len(typed)
+    assert all(any(c.endswith(f"type \u201c{t}\u201d") for c in captions) for t in typed)

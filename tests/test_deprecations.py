@@ -29,6 +29,8 @@ OLD_PATHS = {
     "effectbench.judge": ("judge", "effectbench.scoring.judge"),
     "effectbench.pack": ("public_pack_manifest", "effectbench.audit.pack"),
     "effectbench.parallel": ("sharded_pass", "effectbench.outputs.parallel"),
+    "effectbench.pgpool": ("DatabasePool", "effectbench.postgres.pool"),
+    "effectbench.pgserver": ("PgRun", "effectbench.postgres.databases"),
     "effectbench.plan": ("build_plan", "effectbench.run.plan"),
     "effectbench.records": ("EpisodeRecord", "effectbench.scoring.records"),
     "effectbench.registry": ("Registry", "effectbench.run.registry"),
@@ -37,6 +39,8 @@ OLD_PATHS = {
     "effectbench.sql_oracle": ("read_all_tables", "effectbench.oracles.sqlite"),
     "effectbench.stats": ("wilson", "effectbench.scoring.stats"),
     "effectbench.arms.llm.prices": ("load_prices", "effectbench.core.prices"),
+    "effectbench.oracles.postgres": ("PostgresOracle", "effectbench.postgres.oracle"),
+    "effectbench.oracles.postgres_store": ("PostgresStore", "effectbench.postgres.store"),
     "effectbench.scoring": ("fold_episode", "effectbench.projections.episodes"),
     "effectbench.audit": ("audit_provider", "effectbench.audit.runner"),
     "effectbench.log": ("read_log", "effectbench.log.reader"),
@@ -65,6 +69,13 @@ FORMER_EXPORTS = {
         "is_refusal_control": "effectbench.audit.checks",
     },
     "effectbench.plan": {"hash_identity": "effectbench.run.plan"},
+    "effectbench.pgserver": {
+        "EmbeddedServer": "effectbench.postgres.server",
+        "PgConfigError": "effectbench.postgres.server",
+        "check_server": "effectbench.postgres.server",
+        "with_database": "effectbench.postgres.server",
+        "drop_orphans": "effectbench.postgres.databases",
+    },
     "effectbench.artifacts": {"LogPass": "effectbench.outputs.logpass"},
     "effectbench.log": {
         "verify_log": "effectbench.log.reader",
@@ -78,6 +89,8 @@ PRIVATE = {
     "effectbench.artifacts": ("_RunFacts", "_Spill", "_ROW_OPTS"),
     "effectbench.cli": ("_report",),
     "effectbench.log": ("_SLOT_SETTERS", "_CHUNK"),
+    "effectbench.pgserver": ("_lock_key", "_one_line"),
+    "effectbench.oracles.postgres": ("_TABLES",),
     "effectbench.scoring": ("_HOMES",),
 }
 

@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [*sorted(ROOT.joinpath("docs").glob("*.md")), ROOT / "README.md", ROOT / "SPEC.md"]
+DOCS = [
+    *sorted(ROOT.joinpath("docs").glob("*.md")),
+    *sorted(ROOT.joinpath("examples").glob("*/README.md")),
+    ROOT / "README.md",
+    ROOT / "SPEC.md",
+]
 OLD_PATHS_DOC = "deprecations.md"
 """The one page that names old paths on purpose."""
 
@@ -27,7 +32,7 @@ FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 FROM_IMPORT = re.compile(
     r"^\s*from (effectbench[\w.]*) import (?:\(([^)]*)\)|([^\n]*))", re.MULTILINE
 )
-ROOTS = ("effectbench/", "tests/", "bench/", "providers/", "plugins_example/", "docs/")
+ROOTS = ("effectbench/", "tests/", "bench/", "providers/", "plugins_example/", "docs/", "examples/")
 SOURCE_TREES = ("effectbench", "providers", "plugins_example", "tests", "bench")
 
 
@@ -101,7 +106,8 @@ PACKAGE_DIRS = _package_dirs()
 
 
 def _files_named(name: str) -> list[Path]:
-    return [hit for tree in SOURCE_TREES for hit in ROOT.joinpath(tree).rglob(name)]
+    hits = [hit for tree in SOURCE_TREES for hit in ROOT.joinpath(tree).rglob(name)]
+    return hits + sorted(ROOT.glob(f"examples/*/{name}"))  # flat: not into their installs
 
 
 def _path_of(path: str) -> Path | None | bool:
@@ -147,7 +153,7 @@ def stale(text: str, *, old_paths_allowed: bool = False) -> list[str]:
     return [*_check_dotted(text, old_paths_allowed=old_paths_allowed), *_check_paths(text)]
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)).removeprefix("docs/"))
 def test_every_code_reference_in_the_docs_resolves(doc: Path) -> None:
     text = doc.read_text("utf-8")
     assert stale(text, old_paths_allowed=doc.name == OLD_PATHS_DOC) == []

@@ -386,6 +386,21 @@ def test_planned_event_with_bad_category_is_a_projection_error() -> None:
         fold_episode(log.events)
 
 
+@pytest.mark.parametrize("trial", ["0", True, -1, 1.0, None])
+def test_a_planned_trial_that_is_no_count_is_a_projection_error(trial: object) -> None:
+    """A re-chained log whose trial is "0" folded into a record and crashed the metrics
+    (a TypeError comparing int and str, an internal error in verify): refused here."""
+    log = Log()
+    log.planned("a::t::t0")
+    planned = log.events[0]
+    log.events[0] = type(planned)(
+        planned.seq, planned.type, planned.ts, planned.ep,
+        {**planned.data, "trial": trial}, planned.line_no,
+    )  # fmt: skip
+    with pytest.raises(ProjectionError, match="trial must be an integer >= 0"):
+        fold_episode(log.events)
+
+
 def test_fold_rejects_mixed_or_empty_input() -> None:
     log = Log()
     log.planned("a::t::t0")

@@ -29,7 +29,7 @@ from effectbench.core.model import InvalidSpec
 from effectbench.executors.dask import WorkerStartError
 from effectbench.log.reader import ChainBroken, LogCorrupt, LogError, LogSchemaError
 from effectbench.outputs import artifacts
-from effectbench.pgserver import PgConfigError
+from effectbench.postgres.server import PgConfigError
 from effectbench.projections.episodes import ProjectionError
 from effectbench.projections.metrics import MetricsError
 from effectbench.report.data import ReportError

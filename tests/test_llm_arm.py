@@ -389,20 +389,20 @@ def test_the_llm_arm_lists_as_loaded_where_nothing_is_configured(tmp_path: Path)
 
 def test_an_episodes_cost_source_is_null_exactly_when_its_cost_is_unknown() -> None:
     from effectbench.provider import ModelCall
-    from effectbench.run.scheduler import _telemetry_data
+    from effectbench.run.episode_events import telemetry_data
 
     priced = ModelCall(10, 2, 0.5, 3.0, "price_table:v1")
     billed = ModelCall(1, 1, 0.25, 1.0, "arm")
     unpriced = ModelCall(1, 1, None, None, None)
-    both = _telemetry_data([priced, billed, priced], 0)
+    both = telemetry_data([priced, billed, priced], 0)
     assert (both["cost_usd"], both["cost_source"], both["model_latency_ms"]) == (
         1.25, "arm+price_table:v1", 7.0
     )  # fmt: skip
-    partly = _telemetry_data([priced, unpriced], 0)
+    partly = telemetry_data([priced, unpriced], 0)
     assert (partly["cost_usd"], partly["cost_source"], partly["model_latency_ms"]) == (
         None, None, None
     )  # fmt: skip
-    assert set(_telemetry_data([], 2)) == {
+    assert set(telemetry_data([], 2)) == {
         "model_calls", "input_tokens", "output_tokens", "cost_usd", "actions"
     }  # fmt: skip
 

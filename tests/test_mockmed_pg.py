@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from effectbench.cli.console import reference_rows
-from effectbench.pgserver import with_database
+from effectbench.postgres.server import with_database
 from effectbench.testing import effectbench_command, run_cli
 
 
@@ -99,7 +99,7 @@ async def test_the_lost_update_needs_read_committed(pg_dsn: str) -> None:
     amendment: the fault is the product's isolation level, shown by a real server."""
     from effectbench_mockmed.pg_store import AMENDED_NOTE, PG_SCHEMA_DDL
 
-    from effectbench.pgserver import PgRun
+    from effectbench.postgres.databases import PgRun
 
     async def build(conn: object) -> None:
         await conn.execute(PG_SCHEMA_DDL)  # type: ignore[attr-defined]

@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from effectbench.oracles import postgres as pg_oracle
-from effectbench.oracles.postgres import PostgresOracle
-from effectbench.pgserver import PgRun
+from effectbench.postgres import oracle as pg_oracle
+from effectbench.postgres.databases import PgRun
+from effectbench.postgres.oracle import PostgresOracle
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,9 @@ import anyio
 import psycopg
 import pytest
 
-from effectbench.oracles.postgres import PostgresOracle
-from effectbench.pgpool import DatabasePool
-from effectbench.pgserver import PgRun
+from effectbench.postgres.databases import PgRun
+from effectbench.postgres.oracle import PostgresOracle
+from effectbench.postgres.pool import DatabasePool
 
 pytestmark = pytest.mark.anyio
 

@@ -17,11 +17,10 @@ import anyio
 import psycopg
 import pytest
 
-from effectbench.pgserver import (
-    LOCK_CLASS,
+from effectbench.postgres.databases import LOCK_CLASS, PgRun
+from effectbench.postgres.server import (
     EmbeddedServer,
     PgConfigError,
-    PgRun,
     check_server,
     reap_stale,
 )
@@ -63,7 +62,7 @@ async def test_each_episode_gets_a_clone_of_the_template_dropped_on_teardown(pg_
 
 _HOLDER = """
 import sys, anyio
-from effectbench.pgserver import PgRun
+from effectbench.postgres.databases import PgRun
 async def build(conn):
     await conn.execute("CREATE TABLE t(id int)")
 async def main():
@@ -77,7 +76,7 @@ anyio.run(main)
 
 
 async def _lock_gone(dsn: str, key_of: str) -> None:
-    from effectbench.pgserver import _lock_key
+    from effectbench.postgres.databases import _lock_key
 
     with anyio.fail_after(DEADLINE_S):
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
@@ -136,7 +135,7 @@ def pg_root() -> Iterator[Path]:
 _SERVER = """
 import sys
 from pathlib import Path
-from effectbench.pgserver import EmbeddedServer
+from effectbench.postgres.server import EmbeddedServer
 server = EmbeddedServer(Path(sys.argv[1]))
 print(server.start(), flush=True)
 sys.stdin.read()
@@ -200,7 +199,7 @@ async def test_check_server_names_what_is_missing(pg_dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
         await conn.execute("DROP ROLE IF EXISTS ebtest_norole")
         await conn.execute("CREATE ROLE ebtest_norole LOGIN CREATEDB")
-    from effectbench.pgserver import with_database
+    from effectbench.postgres.server import with_database
 
     with pytest.raises(PgConfigError, match="lacks CREATEROLE"):
         await check_server(with_database(pg_dsn, "postgres", user="ebtest_norole"))

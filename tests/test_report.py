@@ -23,6 +23,7 @@ from effectbench.log.reader import LoggedEvent
 from effectbench.report import ReportError, build_report
 from effectbench.report.data import EpisodeRef, load_run
 from effectbench.report.drill import ShotBudget, drill, screenshot_image, select_episodes
+from effectbench.report.filmstrip import Mark
 from effectbench.testing import InMemoryProvider, ScriptedArm, run_cli
 
 SWER_EPISODE = "screen_only::mockmed::partial::t0"
@@ -292,6 +293,86 @@ def test_the_screenshot_hook_embeds_a_blob_that_matches_its_hash(tmp_path: Path)
     tight = ShotBudget(10)
     d = drill(ref, {}, _episode_events(_snap(), _snap(), [event]), tmp_path, tight)
     assert d.screenshots[0].data_uri is None and "budget" in (d.screenshots[0].note or "")
+
+
+def test_a_protocol_agents_actions_are_replayed_on_the_screenshot_before_them(
+    tmp_path: Path,
+) -> None:
+    """Actions as an agent's ``action`` messages log them (any kind, x/y in the detail,
+    no citation) go on the latest screenshot; a second attempt replaces the first."""
+    digest = hashlib.sha256(PNG).hexdigest()
+    blob = tmp_path / "blobs" / f"{digest}.png"
+    blob.parent.mkdir()
+    blob.write_bytes(PNG)
+    gone = "e" * 64
+
+    def shot(seq: int, sha: str) -> LoggedEvent:
+        return _ev(seq, "episode.screenshot", {"path": f"blobs/{sha}.png", "sha256": sha})
+
+    def act(seq: int, kind: str, **detail: Any) -> LoggedEvent:
+        return _ev(seq, "episode.action", {"kind": kind, "detail": detail})
+
+    extra = [
+        act(4, "navigate", url="http://127.0.0.1/"),
+        shot(5, digest),
+        act(6, "click", x=0, y=0, selector="textarea"),
+        act(7, "type", text="the note"),
+        shot(8, gone),
+        act(9, "key", key="Enter"),
+    ]
+    ref = EpisodeRef(0, "a::t::t0", "a", "t", 0, "success")
+    d = drill(ref, {}, _episode_events(_snap(), _snap(), extra), tmp_path, ShotBudget())
+    strip = d.filmstrip
+    assert strip is not None
+    assert [a.text for a in strip.before] == ["navigate: url http://127.0.0.1/"]
+    first, second = strip.frames
+    assert first.shot.data_uri is not None and (first.shot.width, first.shot.height) == (1, 1)
+    assert [a.text for a in first.actions] == [
+        "click at (0, 0); selector textarea",
+        "type \u201cthe note\u201d",
+    ]
+    assert first.marks == (Mark(1, "click", 0, 0),)
+    assert (
+        second.shot.data_uri is None and second.shot.note == "blob not found in the run directory"
+    )
+    assert [a.text for a in second.actions] == ["key Enter"]
+    assert d.screenshots == (first.shot, second.shot)
+    replanned = [*extra, _ev(10, "episode.planned", {"trial": 0}), act(11, "click", x=1, y=1)]
+    d = drill(ref, {}, _episode_events(_snap(), _snap(), replanned), tmp_path, ShotBudget())
+    assert d.filmstrip is None and d.screenshots == ()  # the scored attempt logged none
+
+
+def test_an_action_goes_on_the_screenshot_it_cites(tmp_path: Path) -> None:
+    """Computer-use actions cite their image by sha256: they go on that frame even when
+    another was logged since, and one citing an image the run did not keep (``seen``,
+    --screenshots final) gets a frame saying so, never another frame's picture."""
+    digest = hashlib.sha256(PNG).hexdigest()
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "blobs" / f"{digest}.png").write_bytes(PNG)
+    unkept, other = "a" * 64, "b" * 64
+
+    def act(seq: int, **detail: Any) -> LoggedEvent:
+        return _ev(seq, "episode.action", {"kind": "computer", "detail": detail})
+
+    extra = [
+        act(4, action="click", x=5, y=6, button="right", seen=unkept),
+        _ev(5, "episode.screenshot", {"path": f"blobs/{digest}.png", "sha256": digest}),
+        _ev(6, "episode.screenshot", {"path": f"blobs/{other}.png", "sha256": other}),
+        act(7, action="drag", x=0, y=0, to_x=1, to_y=1, screenshot=digest),
+        act(8, action="done", success=True, message="ok", screenshot=other),
+    ]
+    ref = EpisodeRef(0, "a::t::t0", "a", "t", 0, "success")
+    strip = drill(
+        ref, {}, _episode_events(_snap(), _snap(), extra), tmp_path, ShotBudget()
+    ).filmstrip
+    assert strip is not None
+    kept_not, shown, missing = strip.frames
+    assert kept_not.seq is None and kept_not.shot.data_uri is None
+    assert "was not kept" in (kept_not.shot.note or "")
+    assert [a.text for a in kept_not.actions] == ["click at (5, 6) (right button)"]
+    assert shown.shot.data_uri is not None and shown.marks == (Mark(1, "drag", 0, 0, 1, 1),)
+    assert missing.shot.data_uri is None and missing.sha256 == other
+    assert [a.text for a in missing.actions] == ["done: success true, message ok"]
 
 
 # --------------------------------------------------------------------------- compare

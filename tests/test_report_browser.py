@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from chromium import chromium, output_dir
+from chromium import Page, chromium, keep, output_dir
 
 from effectbench.api import evaluate_provider
 from effectbench.report.compare import build_compare
@@ -39,41 +39,12 @@ def browser(run_dir: Path) -> Iterator[Any]:
         yield b
 
 
-class Page:
-    """A page that records every request and every console error or page error."""
-
-    def __init__(self, browser: Any) -> None:
-        self.context = browser.new_context(viewport={"width": 1200, "height": 900})
-        self.page = self.context.new_page()
-        self.requests: list[str] = []
-        self.errors: list[str] = []
-        self.context.on("request", lambda r: self.requests.append(r.url))
-        self.page.on("console", self._console)
-        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-
-    def _console(self, msg: Any) -> None:
-        if msg.type in ("error", "warning"):
-            self.errors.append(f"{msg.type}: {msg.text}")
-
-    def open(self, path: Path) -> str:
-        url = path.resolve().as_uri()
-        self.page.goto(url, wait_until="load")
-        return url
-
-
 def _fmt(block: dict[str, Any]) -> str:
     lo, hi = block["ci95"]
     return (
         f"{block['numerator']}/{block['denominator']} {100 * block['rate']:.1f}% "
         f"[{100 * lo:.1f}%, {100 * hi:.1f}%]"
     )
-
-
-def _keep(page: Any, name: str) -> Path:
-    path = output_dir() / name
-    page.screenshot(path=str(path), full_page=True)
-    print(f"screenshot: {path}")
-    return path
 
 
 def test_the_page_loads_offline_without_errors_and_shows_metrics_json(
@@ -96,7 +67,7 @@ def test_the_page_loads_offline_without_errors_and_shows_metrics_json(
         gap = p.page.locator(f'#headline td[data-arm="{arm}"][data-metric="gap"]')
         assert float(gap.get_attribute("data-value")) == metrics["arms"][arm]["gap"]["value"]
     assert p.page.locator("#headline svg[role=img]").count() == len(metrics["arm_order"])
-    _keep(p.page, "report.png")
+    keep(p.page, "report.png")
     p.page.emulate_media(media="print")
     assert not p.page.locator("nav").is_visible()
     p.context.close()
@@ -142,7 +113,7 @@ def test_the_comparison_loads_offline_without_errors(
     p = Page(browser)
     url = p.open(out)
     assert p.page.locator("#paired tbody tr").count() == 6  # 2 arms x (SWER, over-halt, success)
-    _keep(p.page, "compare.png")
+    keep(p.page, "compare.png")
     p.context.close()
     assert p.errors == []
     assert p.requests == [url]

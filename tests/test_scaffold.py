@@ -125,7 +125,6 @@ def test_the_http_variant_differs_only_where_it_must(tmp_path: Path) -> None:
     assert files["b"] - files["a"] == {
         "effectbench_plain/app.py",
         "effectbench_plain/client.py",
-        "effectbench_plain/server.py",
     }
     assert files["a"] - files["b"] == {"effectbench_plain/channels.py"}
     pyproject = (tmp_path / "b" / "pyproject.toml").read_text()

@@ -13,6 +13,8 @@ report by the deadline (``AgentTimeout``), the process exiting before it reporte
 (``AgentExited``), or not starting at all (``AgentStartFailed``). In shared mode a line
 that names no episode it was given cannot be pinned on one episode: it is dropped and
 counted (``stray_lines``), and the episodes it might have meant run into their deadline.
+What happens on a process once it runs (its lines, its episodes, those failures) is
+``effectbench.agents.channel``; this module starts, restarts and stops the processes.
 """
 
 from __future__ import annotations
@@ -25,30 +27,40 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import anyio
 import anyio.abc
-import attrs
 import orjson
-import structlog
 
 from effectbench.agents import protocol, sandbox
+from effectbench.agents.channel import (
+    MAX_ACTIONS,
+    MAX_LINE,
+    STDERR_TAIL,
+    AgentExited,
+    AgentFailure,
+    AgentGaveUp,
+    AgentMalformed,
+    AgentOverBudget,
+    AgentStartFailed,
+    AgentTimeout,
+    Channel,
+    Slot,
+    outcome,
+    say_stopped,
+    stopped_error,
+)
 from effectbench.agents.sandbox import Containment
 from effectbench.agents.starts import StartWatch
-from effectbench.core.agentlog import LogBudgetExceeded
 from effectbench.core.arm import TaskView
 from effectbench.core.errors import ConfigurationError
 from effectbench.core.model import AgentReport
-from effectbench.core.provider import EnvHandle, Telemetry
-
-log = structlog.get_logger("effectbench.agents")
+from effectbench.core.provider import EnvHandle
 
 Mode = Literal["shared", "per_episode"]
 Execution = Literal["in_process", "subprocess", "isolated"]
@@ -72,308 +84,11 @@ SUPERVISOR: Final = Path(__file__).with_name("supervisor.py")
 _SUPERVISED: Final = sys.platform.startswith("linux")
 """Uncontained agents run under the supervisor where prctl's subreaper exists (Linux)."""
 DEFAULT_TIMEOUT_S: Final = 300.0
-MAX_LINE: Final = 1 << 20
-MAX_ACTIONS: Final = 10_000
-STDERR_TAIL: Final = 4_096
-"""The bytes of an agent's stderr kept, all of which go into a failure's reason."""
 _STOP_GRACE_S: Final = 5.0
-_EXIT_WAIT_S: Final = 2.0
-"""How long after its stdout ended a process has to exit before its episodes fail
-without an exit code (one that closed stdout and lives on)."""
-
-
-class AgentFailure(Exception):
-    """An episode the agent process failed; the scheduler records it as an ``agent`` failure."""
-
-
-class AgentMalformed(AgentFailure):
-    """A line that breaks the protocol (not JSON, wrong fields, too long, unknown episode)."""
-
-
-class AgentOverBudget(AgentMalformed):
-    """More bytes of actions and model calls than the episode's log budget allows."""
-
-
-class AgentTimeout(AgentFailure):
-    """No report by the episode's deadline."""
-
-
-class AgentExited(AgentFailure):
-    """The process ended (crashed or exited) before it reported."""
-
-
-class AgentGaveUp(AgentFailure):
-    """The agent sent an ``error`` message: it could not go on (like an arm that raises)."""
-
-
-class AgentStartFailed(AgentFailure):
-    """The process could not be started."""
 
 
 class ContainmentUnavailable(ConfigurationError):
     """Isolation was required but this host cannot provide it; the message says why."""
-
-
-@attrs.define
-class _Slot:
-    """One episode in flight on a process."""
-
-    telemetry: Telemetry
-    done: anyio.Event = attrs.field(factory=anyio.Event)
-    report: AgentReport | None = None
-    error: AgentFailure | None = None
-    actions: int = 0
-
-    def finish(self, report: AgentReport | None = None, error: AgentFailure | None = None) -> None:
-        if self.done.is_set():
-            return
-        self.report, self.error = report, error
-        self.done.set()
-
-
-def _preview(line: bytes) -> str:
-    text = line[:80].decode("utf-8", "replace")
-    return repr(text + ("..." if len(line) > 80 else ""))
-
-
-class _Conn:
-    """One agent process: its pipes, the episodes it holds, and what it said on stderr."""
-
-    def __init__(
-        self,
-        proc: anyio.abc.Process,
-        label: str,
-        sole: str | None,
-        watch: StartWatch,
-        probe: anyio.Semaphore | None = None,
-        *,
-        supervised: bool = False,
-    ) -> None:
-        self.proc = proc
-        self.supervised = supervised
-        """Started under agents/supervisor.py, which kills the agent's whole tree."""
-        self._probe = probe
-        """Held while this is one of an unproven arm's first starts (released once it
-        writes a line or ends)."""
-        self.label = label
-        self.sole = sole
-        self.watch = watch
-        self.spoke = False
-        """Whether the process wrote a line on stdout (then it started, see agents/starts.py)."""
-        self.killed = False
-        """Whether the harness killed it (then how it ended says nothing of its start)."""
-        """The one episode of a per-episode process: every stray line is its failure."""
-        self.pending: dict[str, _Slot] = {}
-        self.alive = True
-        self.stray = 0
-        self._lock = anyio.Lock()
-        self._stderr: deque[bytes] = deque()
-        self._stderr_size = 0
-        self._stderr_done = anyio.Event()
-
-    async def send(self, line: bytes) -> None:
-        stdin = self.proc.stdin
-        assert stdin is not None
-        async with self._lock:
-            await stdin.send(line)
-
-    def stderr_tail(self) -> str:
-        """The last STDERR_TAIL bytes of stderr, its lines joined by `` | `` (blank ones
-        dropped), as `` (stderr: ...)``; empty when the process wrote none."""
-        raw = b"".join(self._stderr)[-STDERR_TAIL:]
-        text = raw.decode("utf-8", "replace")
-        lines = [" ".join(ln.split()) for ln in text.splitlines()]
-        joined = " | ".join(ln for ln in lines if ln)
-        return f" (stderr: {joined})" if joined else ""
-
-    async def pump_stderr(self) -> None:
-        stream = self.proc.stderr
-        assert stream is not None
-        try:
-            async for chunk in stream:
-                self._stderr.append(chunk)
-                self._stderr_size += len(chunk)
-                while self._stderr_size > STDERR_TAIL and len(self._stderr) > 1:
-                    self._stderr_size -= len(self._stderr.popleft())
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
-        finally:
-            self._stderr_done.set()
-
-    async def pump_stdout(self) -> None:
-        """Split stdout into lines and dispatch them; at the end, fail what is left."""
-        stream = self.proc.stdout
-        assert stream is not None
-        buf = bytearray()
-        skipping = False
-        try:
-            async for chunk in stream:
-                start = 0
-                while True:
-                    nl = chunk.find(b"\n", start)
-                    if nl < 0:
-                        if not skipping:
-                            buf += chunk[start:]
-                            if len(buf) > MAX_LINE:
-                                buf.clear()
-                                skipping = True
-                                self._stray(f"a line longer than {MAX_LINE} bytes")
-                        break
-                    if skipping:
-                        skipping = False
-                    elif buf:
-                        buf += chunk[start:nl]
-                        self._line(bytes(buf))
-                        buf.clear()
-                    else:
-                        self._line(chunk[start:nl])
-                    start = nl + 1
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
-        finally:
-            self.alive = False
-        with anyio.move_on_after(_EXIT_WAIT_S):  # stdout ends as a process exits: wait a little
-            await self.proc.wait()
-            await self._stderr_done.wait()  # its last words name the reason (e.g. bwrap's)
-        code = self.proc.returncode
-        if code is None:
-            how = "closed its stdout"
-        else:
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        tail = self.stderr_tail()
-        reason = f"the agent process {how} before it reported{tail}"
-        failing = bool(self.pending) and not self.killed
-        self.fail_all(AgentExited(reason))
-        if failing and tail and self.watch.show_stderr():
-            log.warning("agent.stderr", arm=self.label, how=how, stderr=tail[10:-1])
-        if failing and not self.spoke and self.watch.failed(reason):
-            _say_stopped(self.label, self.watch)
-        self.release_probe()
-
-    def release_probe(self) -> None:
-        probe, self._probe = self._probe, None
-        if probe is not None:
-            probe.release()
-
-    def fail_all(self, error: AgentFailure) -> None:
-        for slot in list(self.pending.values()):
-            slot.finish(error=error)
-
-    def _stray(self, what: str) -> None:
-        if self.sole is not None:
-            slot = self.pending.get(self.sole)
-            if slot is not None:
-                kind = AgentMalformed
-                slot.finish(error=kind(f"the agent wrote {what}"))
-            return
-        self.stray += 1
-        if self.stray <= 3:
-            log.warning("agent.stray_line", arm=self.label, what=what, dropped=self.stray)
-
-    def _line(self, line: bytes) -> None:
-        if not self.spoke:
-            self.spoke = True
-            self.watch.started()
-            self.release_probe()
-        if len(line) > MAX_LINE:
-            self._stray(f"a line longer than {MAX_LINE} bytes")
-            return
-        if not line.strip():
-            return
-        try:
-            msg = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            self._stray(f"a line that is not JSON: {_preview(line)}")
-            return
-        if not isinstance(msg, dict):
-            self._stray(f"a JSON {type(msg).__name__} instead of a message object")
-            return
-        ep = msg.get("episode_id")
-        slot = self.pending.get(ep) if isinstance(ep, str) else None
-        if slot is None:
-            self._stray(f"a {msg.get('type')!r} message for unknown episode {ep!r}")
-            return
-        self._deliver(slot, msg)
-
-    def _deliver(self, slot: _Slot, msg: dict[str, Any]) -> None:
-        if slot.done.is_set():
-            return
-        why = protocol.problem(msg)
-        if why is not None:
-            slot.finish(error=AgentMalformed(f"the agent sent a malformed message: {why}"))
-            return
-        kind = msg["type"]
-        if kind == "report":
-            slot.finish(report=protocol.to_report(msg))
-        elif kind == "error":
-            what = " ".join(str(msg.get("message", "")).split())[:300] or "no reason given"
-            slot.finish(error=AgentGaveUp(f"the agent gave up on the episode: {what}"))
-        else:
-            self._record(slot, kind, msg)
-
-    @staticmethod
-    def _record(slot: _Slot, kind: str, msg: dict[str, Any]) -> None:
-        """An action or a model call into the episode's telemetry, within its limits."""
-        try:
-            if kind == "model_call":
-                slot.telemetry.model_call(protocol.to_model_call(msg))
-                return
-            slot.actions += 1
-            if slot.actions > MAX_ACTIONS:
-                slot.finish(error=AgentMalformed(f"the agent sent more than {MAX_ACTIONS} actions"))
-                return
-            slot.telemetry.action(msg["kind"], **protocol.action_detail(msg))
-        except LogBudgetExceeded as exc:
-            slot.finish(error=AgentOverBudget(str(exc).replace("the arm", "the agent", 1)))
-
-    def kill(self) -> None:
-        """End the agent's processes: a supervised one's supervisor gets SIGTERM and kills
-        the agent's whole tree (agents/supervisor.py); otherwise SIGKILL to the process
-        group (a sandbox's processes die with it: bubblewrap's --die-with-parent and its
-        PID namespace)."""
-        self.alive = False
-        self.killed = True
-        if self.supervised:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGTERM)
-            return
-        self.force_kill()
-
-    def force_kill(self) -> None:
-        """SIGKILL the process group (a plain subprocess's children too)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # already gone
-        except PermissionError:
-            # Only then the process itself: Popen.send_signal polls first, and a poll that
-            # reaps the child races asyncio's child watcher (which then reports exit 255).
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
-
-
-def _say_stopped(label: str, watch: StartWatch) -> None:
-    log.error(
-        "agent.stopped",
-        arm=label,
-        starts=watch.limit,
-        why="its agent process failed to start the same way each time; no further starts",
-        reason=(watch.stopped or "").split(" (stderr: ")[0],
-    )
-
-
-def _stopped_error(watch: StartWatch) -> AgentStartFailed:
-    return AgentStartFailed(
-        f"not started: the last {watch.limit} starts of the agent failed the same way: "
-        f"{watch.stopped}"
-    )
-
-
-def _outcome(slot: _Slot) -> AgentReport:
-    if slot.error is not None:
-        raise slot.error
-    assert slot.report is not None
-    return slot.report
 
 
 ARM_NAME: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
@@ -453,7 +168,7 @@ class ExecArm:
         self.version: str = _code_version(argv)
         self._tg: anyio.abc.TaskGroup | None = None
         self._hide: tuple[str, ...] = ()
-        self._shared: _Conn | None = None
+        self._shared: Channel | None = None
         self._starting = anyio.Lock()
         self.stray_lines = 0
         self.processes_started = 0
@@ -549,7 +264,7 @@ class ExecArm:
         found = shutil.which(program, path=env.get("PATH", os.defpath))
         return None if found is not None else os.strerror(errno.ENOENT)
 
-    async def _spawn(self, sole: str | None, tg: anyio.abc.TaskGroup) -> _Conn:
+    async def _spawn(self, sole: str | None, tg: anyio.abc.TaskGroup) -> Channel:
         probe = None
         if not self.starts.proven:  # until a process writes a line, a few starts at a time
             await self._probes.acquire()
@@ -560,7 +275,7 @@ class ExecArm:
         if self.starts.stopped is not None:
             if probe is not None:
                 probe.release()
-            raise _stopped_error(self.starts)
+            raise stopped_error(self.starts)
         env = None if self.execution == "isolated" else {**os.environ, **self.env}
         supervised = env is not None and _SUPERVISED
         try:
@@ -578,17 +293,17 @@ class ExecArm:
         except OSError as exc:
             reason = f"cannot start the agent {shlex.join(self.argv)!r}: {exc.strerror or exc}"
             if self.starts.failed(reason):
-                _say_stopped(self.name, self.starts)
+                say_stopped(self.name, self.starts)
             if probe is not None:
                 probe.release()
             raise AgentStartFailed(reason) from None
         self.processes_started += 1
-        conn = _Conn(proc, self.name, sole, self.starts, probe, supervised=supervised)
+        conn = Channel(proc, self.name, sole, self.starts, probe, supervised=supervised)
         tg.start_soon(conn.pump_stdout)
         tg.start_soon(conn.pump_stderr)
         return conn
 
-    async def _shared_conn(self) -> _Conn:
+    async def _shared_conn(self) -> Channel:
         async with self._starting:
             conn = self._shared
             if conn is None or not conn.alive:
@@ -612,7 +327,7 @@ class ExecArm:
             await conn.proc.wait()
         await self._reap(conn)
 
-    async def _reap(self, conn: _Conn) -> None:
+    async def _reap(self, conn: Channel) -> None:
         """Kill, wait for the exit and close the pipes (so no transport outlives the loop);
         a supervisor that has not ended its agent's tree within the grace is killed."""
         conn.kill()
@@ -641,11 +356,11 @@ class ExecArm:
                 "`async with arm.lifespan():` (the scheduler does this)"
             )
         conn = await self._shared_conn()
-        return _outcome(await self._exchange(conn, task, env, shared=True))
+        return outcome(await self._exchange(conn, task, env, shared=True))
 
     async def _run_own_process(self, task: TaskView, env: EnvHandle) -> AgentReport:
         # Failures are raised after the task group: inside it they would be grouped.
-        slot: _Slot | AgentStartFailed
+        slot: Slot | AgentStartFailed
         async with anyio.create_task_group() as tg:
             try:
                 conn = await self._spawn(task.episode_id, tg)
@@ -659,14 +374,14 @@ class ExecArm:
                     tg.cancel_scope.cancel()
         if isinstance(slot, AgentStartFailed):
             raise slot
-        return _outcome(slot)
+        return outcome(slot)
 
     async def _exchange(
-        self, conn: _Conn, task: TaskView, env: EnvHandle, *, shared: bool
-    ) -> _Slot:
+        self, conn: Channel, task: TaskView, env: EnvHandle, *, shared: bool
+    ) -> Slot:
         ep = task.episode_id
         budget = self._budget()
-        slot = conn.pending[ep] = _Slot(env.telemetry)
+        slot = conn.pending[ep] = Slot(env.telemetry)
         try:
             with anyio.move_on_after(budget) as scope:
                 try:
@@ -685,7 +400,7 @@ class ExecArm:
             slot.finish(error=AgentTimeout("the episode was cancelled"))
         return slot
 
-    async def _cancel(self, conn: _Conn, ep: str, slot: _Slot) -> None:
+    async def _cancel(self, conn: Channel, ep: str, slot: Slot) -> None:
         reason = str(slot.error) if slot.error is not None else "the harness gave up on it"
         with anyio.move_on_after(1.0, shield=True):
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -694,9 +409,13 @@ class ExecArm:
 
 __all__ = [
     "BROWSER_MARK",
+    "DEFAULT_TIMEOUT_S",
     "EXEC_EACH_PREFIX",
     "EXEC_PREFIX",
     "EXEC_PREFIXES",
+    "MAX_ACTIONS",
+    "MAX_LINE",
+    "STDERR_TAIL",
     "AgentExited",
     "AgentFailure",
     "AgentGaveUp",

@@ -84,7 +84,7 @@ def let_nobody_reach(paths: Iterable[str]) -> None:
     that user: under a parent nobody cannot enter (a checkout in root's 0700 home) every
     episode failed ("bwrap: Can't find source path ...: Permission denied"). Search
     permission lists nothing; it only lets nobody reach paths whose own mode allows it
-    (what effectbench.pgserver does for the PostgreSQL binaries too)."""
+    (what effectbench.postgres.server does for the PostgreSQL binaries too)."""
     for p in paths:
         for parent in Path(p).parents:
             if parent == Path("/"):

@@ -9,7 +9,9 @@ twins (``effectbench.arms.baselines``), so on the anchor they must score the sam
 They need the harness's ``browser`` channel (``uses_browser = True``) and either the
 provider's page mechanics (``EnvHandle.browser_driver``, e.g. Roundup's) or a product
 whose base URL serves the form, ``encounters`` as its action and a ``records`` page
-(MockMed's conventions, see docs/packs.md). Each records a screenshot after a submit.
+(MockMed's conventions, see docs/packs.md). On MockMed's conventions each records a
+screenshot of the filled form before it presses Save (the page after the submit shows a
+fresh, empty form, so only this one shows what was typed) and one after the submit.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from playwright.async_api import Page
 
 __all__ = [
+    "FILLED",
     "BrowserEffectVerifiedArm",
     "BrowserScreenOnlyArm",
     "read_records_page",
@@ -35,6 +38,8 @@ __all__ = [
 NO_BROWSER: Final = "no browser page: the harness gave this episode no browser channel"
 NO_SCRIPT: Final = "no scripted action: the task offers no solution"
 RECORDS_PAGE: Final = "records"
+FILLED: Final = "form filled, before submit"
+"""The label of the screenshot taken between filling the form and pressing Save."""
 _FIELDS_JS: Final = "els => els.map(e => [e.name, e.tagName.toLowerCase()])"
 _ROWS_JS: Final = """table => Array.from(table.tBodies[0].rows, tr => Object.fromEntries(
   Array.from(tr.cells, td => [td.dataset.field,
@@ -61,13 +66,16 @@ async def submit_form_in_browser(
     page: Page, base_url: str, values: Mapping[str, JSONScalar], telemetry: Telemetry
 ) -> ProductResponse:
     """Open the form, fill it, press Save, and read the banner the next page shows. A
-    page that fails to load is an error page: not saved."""
+    page that fails to load is an error page: not saved. Screenshots (when kept): the
+    filled form before Save, then the page after it."""
     from playwright.async_api import Error as PlaywrightError
 
     status: int | None = None
     try:
         await page.goto(base_url)
         await _fill(page, values)
+        if telemetry.wants_screenshots:
+            telemetry.screenshot(await page.screenshot(), FILLED)
         async with page.expect_navigation() as nav:
             await page.click("form button[type=submit]")
         response = await nav.value

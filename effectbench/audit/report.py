@@ -5,6 +5,7 @@ apart from the checks so a reader of a report (the CLI, a plugin's test) needs n
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,25 +23,49 @@ __all__ = [
     "INCOMPLETE",
     "INERT",
     "LEAKY",
+    "PRECEDENCE",
     "UNTESTED",
     "WEAK",
     "AuditReport",
+    "AuditStatus",
     "TaskAudit",
     "format_audit",
 ]
 
 AUDIT_FILE: Final = rundir.AUDIT_FILE
 
-AUDITED: Final = "audited"
-BROKEN: Final = "broken"
-INERT: Final = "inert"
-GAMEABLE: Final = "gameable"
-LEAKY: Final = "leaky"
-INCOMPLETE: Final = "incomplete"
-WEAK: Final = "weak"
-"""A single mutation of the reference's record survived the oracle (the mutation audit)."""
-UNTESTED: Final = "not mutation-tested"
-"""The task's store could not be mutated, so nothing shows its oracle reads what matters."""
+
+class AuditStatus(StrEnum):
+    """A task's verdict. A ``str`` enum, so ``audit.json`` and the table print the value."""
+
+    AUDITED = "audited"
+    BROKEN = "broken"
+    """The reference cannot reach the declared effect: the task cannot be done as written."""
+    INERT = "inert"
+    """The fault the task exists to test did not fire."""
+    GAMEABLE = "gameable"
+    """An adversary was scored SUCCESS without the intended action."""
+    WEAK = "weak"
+    """A single mutation of the reference's record survived the oracle (the mutation audit)."""
+    LEAKY = "leaky"
+    """A refusal control's record changed under the reference or ``halt``."""
+    INCOMPLETE = "incomplete"
+    """Evidence a check needs is missing, so nothing is attested from it."""
+    UNTESTED = "not mutation-tested"
+    """The task's store could not be mutated, so nothing shows its oracle reads what matters."""
+
+
+AUDITED: Final = AuditStatus.AUDITED
+BROKEN: Final = AuditStatus.BROKEN
+INERT: Final = AuditStatus.INERT
+GAMEABLE: Final = AuditStatus.GAMEABLE
+LEAKY: Final = AuditStatus.LEAKY
+INCOMPLETE: Final = AuditStatus.INCOMPLETE
+WEAK: Final = AuditStatus.WEAK
+UNTESTED: Final = AuditStatus.UNTESTED
+
+PRECEDENCE: Final = (BROKEN, INERT, GAMEABLE, WEAK, LEAKY, INCOMPLETE, UNTESTED)
+"""When a task fails several checks its status is the first of these; every reason is kept."""
 
 
 @attrs.frozen
@@ -50,7 +75,7 @@ class TaskAudit:
     ``notes`` are findings that do not fail the task (e.g. an adversary exempt on a control)."""
 
     task_id: str
-    status: str
+    status: AuditStatus = attrs.field(converter=AuditStatus)
     category: str
     reasons: tuple[str, ...] = ()
     evidence: Mapping[str, str] = attrs.field(factory=dict)

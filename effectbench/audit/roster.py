@@ -27,6 +27,7 @@ from effectbench.arms.adversaries import (
 from effectbench.arms.reference import ReferenceArm
 from effectbench.core.arm import Arm
 from effectbench.core.model import DiffEffect, ParamRef, TaskSpec
+from effectbench.run.options import DEFAULTS
 
 __all__ = [
     "AUDIT_ARMS",
@@ -48,7 +49,7 @@ gameable on every task, controls included (no task may be passable by a do-nothi
 EXEMPT_ON_CONTROL: Final = "duplicate"
 """The one attack a correct control may absorb: an idempotent product turns a double
 submit into the one correct record. Every other SUCCESS is a failure, controls included."""
-DEFAULT_TRIALS: Final = 2
+DEFAULT_TRIALS: Final = DEFAULTS.audit_trials
 
 
 def fixed_fields(task: TaskSpec) -> int:

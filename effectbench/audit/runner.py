@@ -20,6 +20,7 @@ from effectbench.audit.report import AUDIT_FILE, AuditReport
 from effectbench.audit.roster import DEFAULT_TRIALS
 from effectbench.core.model import TaskSpec
 from effectbench.core.provider import BenchmarkProvider
+from effectbench.run.options import DEFAULTS
 
 __all__ = ["audit_provider"]
 
@@ -47,17 +48,18 @@ async def audit_provider(
     *,
     out_dir: str | os.PathLike[str] | None,
     trials: int = DEFAULT_TRIALS,
-    concurrency: int = 16,
+    concurrency: int = DEFAULTS.audit_concurrency,
     force: bool = False,
     registry: Any = None,
-    provider_timeout: float = 60.0,
+    provider_timeout: float | None = None,
     task_globs: Sequence[str] = (),
 ) -> AuditReport:
     """Run the reference and every adversary over every task, then audit the log.
 
     The run is an ordinary run directory in ``out_dir`` (None: ``runs/<run-id>/``); the
     report is also written there as ``audit.json``, so the attestations travel with
-    their evidence.
+    their evidence. ``provider_timeout`` None: the provider's ``provisioning_timeout``,
+    else the run's default.
     """
     from effectbench.api import RunError, evaluate_provider_async
     from effectbench.run.outdir import lost

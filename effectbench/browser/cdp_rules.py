@@ -16,7 +16,7 @@ Pure rules over one command (its method and params) that the episode endpoint
   episode's ``OriginPolicy`` allows;
 - **sessions**: on a page's session, ``Browser.*`` and every ``Target.*`` command but
   the few a page's own client needs are refused (other targets and contexts are the
-  browser-level routing's to decide, ``cdp_proxy._Client``).
+  browser-level routing's to decide, ``cdp_client.CdpClient``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from effectbench.audit.checks import AuditError
 from effectbench.audit.report import AuditReport, format_audit
 from effectbench.audit.roster import DEFAULT_TRIALS
 from effectbench.audit.runner import audit_provider
+from effectbench.run.options import DEFAULTS
 
 __all__ = ["audit_cli_main"]
 
@@ -21,12 +22,12 @@ def audit_cli_main(
     out_dir: str | os.PathLike[str] | None,
     *,
     trials: int = DEFAULT_TRIALS,
-    concurrency: int = 16,
+    concurrency: int = DEFAULTS.audit_concurrency,
     force: bool = False,
     task_globs: Sequence[str] = (),
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
-    provider_timeout: float = 60.0,
+    provider_timeout: float | None = None,
 ) -> int:
     """``effectbench audit --provider NAME``: 0 when every task is audited, 1 with the
     reasons when any task fails, 2 (one line on stderr) when the audit cannot run."""
@@ -40,7 +41,7 @@ def audit_cli_main(
     if trials < 1:
         print(f"effectbench audit: --trials must be a positive integer, got {trials}", file=err)
         return 2
-    if not provider_timeout > 0:
+    if provider_timeout is not None and not provider_timeout > 0:
         print(
             "effectbench audit: --provider-timeout must be a positive number of seconds, "
             f"got {provider_timeout}",

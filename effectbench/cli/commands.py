@@ -94,13 +94,28 @@ def _byte_size(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return int(digits) * _UNITS[unit]
 
 
-def _concurrency_option(default: int) -> Callable[[_F], _F]:
+def _concurrency_option(default: int | None, note: str = "") -> Callable[[_F], _F]:
+    """``--concurrency``; None leaves it to the provider's recommendation, else the default."""
+    shown = f"[default: {DEFAULTS.concurrency}, or the provider's recommended_concurrency{note}]"
     return click.option(
         "--concurrency",
         type=int,
         default=default,
-        show_default=True,
+        show_default=default is not None,
         callback=_positive_int("--concurrency"),
+        help="Episodes at a time." + ("" if default is not None else f" {shown}"),
+    )
+
+
+def _provider_timeout_option(what: str) -> Callable[[_F], _F]:
+    """``--provider-timeout``, left to the provider's provisioning_timeout when not given."""
+    return click.option(
+        "--provider-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"Seconds one provisioning or one oracle read may take. [default: "
+        f"{DEFAULTS.provider_timeout:g}, or the provider's provisioning_timeout{what}]",
     )
 
 
@@ -118,7 +133,7 @@ def _out_option(what: str = "Run directory.") -> Callable[[_F], _F]:
 
 _provider_option = click.option(
     "--provider",
-    default="mockmed",
+    default=DEFAULTS.provider,
     show_default=True,
     help="Provider entry point or module:attribute.",
 )
@@ -151,10 +166,10 @@ def _given(ctx: click.Context, name: str) -> bool:
     multiple=True,
     help="Arm entry point or module:attribute, or a protocol agent 'exec:COMMAND' "
     "(also exec-each:, exec+browser:, exec-each+browser:; 'NAME=exec:...' names it); "
-    "repeat for several. [default: screen_only, effect_verified]",
+    f"repeat for several. [default: {', '.join(DEFAULTS.arms)}]",
 )
-@_trials_option(10)
-@_concurrency_option(32)
+@_trials_option(DEFAULTS.trials)
+@_concurrency_option(None, "; a resume keeps the recorded one")
 @click.option(
     "--task",
     "tasks",
@@ -179,18 +194,11 @@ def _given(ctx: click.Context, name: str) -> bool:
     show_default=True,
     help="Re-reads of an unreadable oracle, with exponential backoff.",
 )
-@click.option(
-    "--provider-timeout",
-    type=float,
-    default=DEFAULTS.provider_timeout,
-    show_default=True,
-    metavar="S",
-    help="Seconds one provisioning or one oracle read may take.",
-)
+@_provider_timeout_option("")
 @click.option(
     "--screenshots",
     type=click.Choice(["none", "final", "all"]),
-    default="all",
+    default=DEFAULTS.screenshots,
     show_default=True,
     help="Screenshots kept as evidence: none, each episode's final one, or all.",
 )
@@ -208,7 +216,7 @@ def _given(ctx: click.Context, name: str) -> bool:
 )
 @click.option(
     "--executor",
-    default="local",
+    default=DEFAULTS.executor,
     show_default=True,
     metavar="WHERE",
     help="Where episodes run: local, dask://HOST:PORT (a Dask scheduler) or dask-local:N "
@@ -237,7 +245,8 @@ def _given(ctx: click.Context, name: str) -> bool:
     metavar="FRACTION",
     help="Least fraction of its planned episodes each arm must score (0 to 1); below it, or "
     "for an arm that scored nothing, the run exits 3 (incomplete) naming the arm, and verify "
-    "and export refuse it. [default: 0.9; a resume keeps the recorded one]",
+    f"and export refuse it. [default: {DEFAULTS.min_coverage:g}; a resume keeps the recorded "
+    "one]",
 )
 @click.option(
     "--agent-log-budget",
@@ -255,13 +264,13 @@ def run(
     provider: str,
     arms: tuple[str, ...],
     trials: int,
-    concurrency: int,
+    concurrency: int | None,
     tasks: tuple[str, ...],
     out: Path | None,
     resume: Path | None,
     episode_timeout: float | None,
     oracle_retries: int,
-    provider_timeout: float,
+    provider_timeout: float | None,
     screenshots: str,
     pg_dsn: str | None,
     isolate: bool | None,
@@ -276,72 +285,67 @@ def run(
 ) -> int:
     """Run arms on a provider's tasks and score them (exit 3 when an arm measured too
     little: docs/exit-codes.md)."""
-    from effectbench.run.options import DEFAULT_MIN_COVERAGE, OptionsError, RunOptions
+    from effectbench.core.prices import load_prices
+    from effectbench.run.options import RunOptions
 
     budget = DEFAULTS.agent_log_budget if agent_log_budget is None else agent_log_budget
     try:
-        RunOptions(
+        options = RunOptions(
+            concurrency=concurrency,  # None: the recorded one, the provider's, the default
             episode_timeout=episode_timeout,
             oracle_retries=oracle_retries,
             provider_timeout=provider_timeout,
+            screenshots=screenshots,  # type: ignore[arg-type]  # a click.Choice of them
+            isolate=isolate,
+            executor=executor,
             worker_timeout=worker_timeout,
-            min_coverage=DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage,
+            min_coverage=min_coverage,
             agent_log_budget=budget,
+            report=not no_report,
         )
     except OptionsError as exc:
         _fail(flag_message(exc))
-    if resume is not None and out is not None:
-        _fail("--resume continues the run in its own directory; drop --out")
-    if resume is not None and force:
-        _fail("--force replaces a run directory and cannot be combined with --resume")
-    if resume is None:
-        kwargs: dict[str, Any] = {
-            "provider": provider,
-            "arms": list(arms) or None,
-            "trials": trials,
-            "task_globs": list(tasks),
-        }
-    else:  # options not given on this command line come from the recorded plan
-        kwargs = {
-            "provider": provider if _given(ctx, "provider") else None,
-            "arms": list(arms) or None,
-            "trials": trials if _given(ctx, "trials") else None,
-            "task_globs": list(tasks) or None,
-        }
-    return _execute(
-        ctx,
-        quiet=quiet,
-        # a resume keeps the recorded concurrency unless --concurrency is given
-        concurrency=concurrency if resume is None or _given(ctx, "concurrency") else None,
+    resuming = resume is not None  # options not given on this command line: the recorded
+    request = _request(
+        provider=provider if not resuming or _given(ctx, "provider") else None,
+        arms=arms or None,
+        trials=trials if not resuming or _given(ctx, "trials") else None,
+        task_globs=tasks or (None if resuming else ()),
         out=out,
         resume=resume,
-        episode_timeout=episode_timeout,
-        oracle_retries=oracle_retries,
-        provider_timeout=provider_timeout,
-        screenshots=screenshots,
-        isolate=isolate,
-        executor=executor,
-        worker_timeout=worker_timeout,
         force=force,
-        report=not no_report,
-        provider_options={"pg-dsn": pg_dsn} if pg_dsn else None,
-        prices=prices,
-        min_coverage=min_coverage,
-        agent_log_budget=budget,
-        **kwargs,
+        provider_options={"pg-dsn": pg_dsn} if pg_dsn else {},
     )
+    if prices is not None:
+        import attrs
+
+        options = attrs.evolve(options, prices=load_prices(prices))
+    return _execute(quiet, request, options)
 
 
-def _run_with_progress(quiet: bool, **kwargs: Any) -> Any:
+def _request(**fields: Any) -> Any:
+    """A RunRequest, its refusal as the command's one-line usage error."""
+    from effectbench.run.plan import PlanError
+    from effectbench.run.request import RunError, RunRequest
+
+    try:
+        return RunRequest(**fields)
+    except (RunError, PlanError) as exc:
+        _fail(str(exc))
+
+
+def _run_with_progress(quiet: bool, request: Any, options: Any) -> Any:
     """One run through the API's code path, with a progress display and signal handling."""
     import anyio
+    import attrs
 
     from effectbench.api import execute
     from effectbench.cli.console import make_progress
 
     progress = make_progress(sys.stderr, quiet=quiet)
+    options = attrs.evolve(options, handle_signals=True)
     try:
-        return anyio.run(lambda: execute(handle_signals=True, observer=progress, **kwargs))
+        return anyio.run(lambda: execute(request, options, observer=progress))
     finally:
         if progress is not None:
             progress.close()
@@ -384,12 +388,8 @@ def _where(run_dir: Path) -> str:
     return f"run directory: {run_dir.absolute()}"
 
 
-def _execute(ctx: click.Context, *, quiet: bool, **kwargs: Any) -> int:
-    from effectbench.api import DEFAULT_ARMS
-
-    if kwargs.get("arms") is None and kwargs.get("resume") is None:
-        kwargs["arms"] = list(DEFAULT_ARMS)
-    result = _run_with_progress(quiet, **kwargs)
+def _execute(quiet: bool, request: Any, options: Any) -> int:
+    result = _run_with_progress(quiet, request, options)
     if result.already_complete:
         _out(f"run {result.run_id} is already complete; nothing to resume")
     lost = result.outcome.lost if result.outcome is not None else ()
@@ -675,13 +675,13 @@ def arms() -> int:
 
 
 @cli.command()
-@_concurrency_option(32)
+@_concurrency_option(None)
 @_out_option()
 @_force_option
 @_quiet_option
 @click.pass_context
 def reference(
-    ctx: click.Context, concurrency: int, out: Path | None, force: bool, quiet: bool
+    ctx: click.Context, concurrency: int | None, out: Path | None, force: bool, quiet: bool
 ) -> int:
     """Run both baselines on the MockMed anchor and check the pinned values (exit 1 if any
     differs)."""
@@ -693,15 +693,12 @@ def reference(
         from effectbench_mockmed.anchor import PINNED, TRIALS
     except ImportError as exc:
         _fail(f"the MockMed provider is not installed ({exc}); reinstall effectbench")
-    result = _run_with_progress(
-        quiet,
-        provider="mockmed",
-        arms=list(PINNED),
-        trials=TRIALS,
-        concurrency=concurrency,
-        out=out,
-        force=force,
+    from effectbench.run.options import RunOptions
+
+    request = _request(
+        provider=DEFAULTS.provider, arms=tuple(PINNED), trials=TRIALS, out=out, force=force
     )
+    result = _run_with_progress(quiet, request, RunOptions(concurrency=concurrency))
     if result.interrupted:
         return _interrupted(result, f"interrupted; nothing was checked ({_where(result.run_dir)})")
     results_path = RunDir(result.run_dir).results
@@ -721,8 +718,8 @@ def reference(
 
 @cli.command()
 @click.option("--provider", required=True, help="Provider entry point or module:attribute.")
-@_trials_option(2)
-@_concurrency_option(16)
+@_trials_option(DEFAULTS.audit_trials)
+@_concurrency_option(DEFAULTS.audit_concurrency)
 @click.option(
     "--task",
     "tasks",
@@ -731,14 +728,7 @@ def reference(
     help="Only tasks whose id matches (repeatable).",
 )
 @_out_option("Audit run directory.")
-@click.option(
-    "--provider-timeout",
-    type=float,
-    default=60.0,
-    show_default=True,
-    metavar="S",
-    help="Seconds one provisioning or one oracle read may take.",
-)
+@_provider_timeout_option("")
 @_force_option
 def audit(
     provider: str,
@@ -746,7 +736,7 @@ def audit(
     concurrency: int,
     tasks: tuple[str, ...],
     out: Path | None,
-    provider_timeout: float,
+    provider_timeout: float | None,
     force: bool,
 ) -> int:
     """Run the reference arm and every adversary over every task; exit 1 naming each task that

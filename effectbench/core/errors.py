@@ -16,14 +16,15 @@ classes the package defines, so a new class goes in here or the test fails::
     │   └── PartialExport       verify.export
     ├── AuditError              audit.checks
     ├── ConfigurationError      core.errors
+    │   ├── BrowserStartError   browser.lifecycle
     │   ├── BrowserUnavailable  browser.launch
     │   ├── ComputerUseNotConfigured  arms.computer_use
     │   ├── ContainmentUnavailable  agents.exec
     │   ├── LlmNotConfigured    arms.llm
-    │   ├── PgConfigError       pgserver
-    │   └── WorkerStartError    executors.dask
+    │   ├── PgConfigError       postgres.server
+    │   └── WorkerStartError    executors.dask_worker
     ├── ExecutorError           executors.base
-    ├── InvalidSpec             core.model          (+ ValueError)
+    ├── InvalidSpec             core.errors         (+ ValueError)
     ├── LogError                log.lines
     │   └── LogCorrupt          log.lines
     │       ├── ChainBroken     log.lines
@@ -39,9 +40,9 @@ classes the package defines, so a new class goes in here or the test fails::
     ├── ProjectionError         projections.episodes (+ ValueError)
     ├── ProviderStartError      run.scheduler
     ├── ReportError             report.errors
-    ├── ResumeError             run.scheduler
+    ├── ResumeError             run.resume
     ├── RunDirLost              run.outdir
-    ├── RunError                api
+    ├── RunError                run.request
     ├── ScaffoldError           scaffold.generate   (+ ValueError)
     ├── StorageError            run.storage
     └── StoreRefused            core.store
@@ -51,13 +52,13 @@ the log records, and warnings. None is an error of the user's, and none reaches 
 (if one did, it would be a bug: "internal error", exit 1). Each root says why::
 
     ActionError                 arms.computer_use.actions  a bad action: back to the model
-    AgentFailure                agents.exec         an agent failed an episode: its logged failure
-    ├── AgentExited             agents.exec
-    ├── AgentGaveUp             agents.exec
-    ├── AgentMalformed          agents.exec
-    │   └── AgentOverBudget     agents.exec
-    ├── AgentStartFailed        agents.exec
-    └── AgentTimeout            agents.exec
+    AgentFailure                agents.channel      an agent failed an episode: its logged failure
+    ├── AgentExited             agents.channel
+    ├── AgentGaveUp             agents.channel
+    ├── AgentMalformed          agents.channel
+    │   └── AgentOverBudget     agents.channel
+    ├── AgentStartFailed        agents.channel
+    └── AgentTimeout            agents.channel
     CdpError                    browser.cdp         a DevTools command failed; the proxy handles it
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
@@ -66,7 +67,7 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     ToolError                   arms.llm.tools      a bad tool call: its message goes to the model
     PluginWarning               run.registry        a warning (warnings.warn), never raised
     └── DuplicatePluginWarning  run.registry
-    _Episode                    run.scheduler       an episode stage failed, with a failure class
+    _Episode                    run.episode         an episode stage failed, with a failure class
     _FixtureError               scoring.diff        fixture and diff disagree: indeterminate
     _NoTwin                     run.mutate          no twin for a mutation: the audit logs why
     _NotPlain                   core.codec          left by the fast decoder to the converter
@@ -75,7 +76,7 @@ the log records, and warnings. None is an error of the user's, and none reaches 
 
 from __future__ import annotations
 
-__all__ = ["ArtifactError", "ConfigurationError", "EffectBenchError"]
+__all__ = ["ArtifactError", "ConfigurationError", "EffectBenchError", "InvalidSpec", "one_line"]
 
 
 class EffectBenchError(Exception):
@@ -89,3 +90,18 @@ class ArtifactError(EffectBenchError):
 class ConfigurationError(EffectBenchError):
     """This host or its settings lack what a run needs (a server, a browser, bubblewrap, a
     model endpoint, a worker's setup); the message says what to install or set."""
+
+
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception as one line of a message or a log field: its type and its words,
+    cut to ``limit`` characters (an arm's reason may be longer, see run/episode.py)."""
+    text = " ".join(str(exc).split())
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class InvalidSpec(EffectBenchError, ValueError):
+    """A task, effect or oracle declaration that the benchmark refuses to score.
+
+    Here, not beside the task types, because both of their modules raise it
+    (``core.effects`` and ``core.model``, which re-exports it)."""

@@ -43,6 +43,11 @@ class RunStarted:
     min_coverage: float | None = attrs.field(default=None, metadata={"omit_none": True})
     """The least coverage each arm needs (``run --min-coverage``); a log from before the
     option has none, and is read with the default (docs/exit-codes.md)."""
+    from_provider: Mapping[str, int | float] | None = attrs.field(
+        default=None, metadata={"omit_none": True}
+    )
+    """The provider's recommendations the run took because no value was asked
+    (``concurrency``, ``provider_timeout``); left out of the line when it took none."""
 
 
 @attrs.frozen
@@ -59,6 +64,10 @@ class RunResumed:
     """Why a protocol agent could not be contained in this session."""
     min_coverage: float | None = attrs.field(default=None, metadata={"omit_none": True})
     """This session's ``--min-coverage``: the latest session's is the run's threshold."""
+    from_provider: Mapping[str, int | float] | None = attrs.field(
+        default=None, metadata={"omit_none": True}
+    )
+    """The provider's recommendations this session took (a recorded concurrency is kept)."""
 
 
 @attrs.frozen

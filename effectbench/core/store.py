@@ -8,7 +8,7 @@ receives it.
 
 ``effectbench.oracles.sqlite_store.SqliteStore`` (any SQLite file; the generic
 ``SqliteAllTablesOracle`` gets it for free) and
-``effectbench.oracles.postgres_store.PostgresStore`` (a PostgreSQL database, through a
+``effectbench.postgres.store.PostgresStore`` (a PostgreSQL database, through a
 role that may write) implement it. A provider with its own store sets
 ``ProvisionedEpisode.store`` to an object with these five methods.
 

@@ -7,7 +7,7 @@ the ``--executor`` value into one (``local`` is the scheduler's own in-process p
 
 from __future__ import annotations
 
-from effectbench.executors.base import INSTALL_HINT, Executor, ExecutorError
+from effectbench.executors.base import INSTALL_HINT, EpisodeSink, Executor, ExecutorError
 
 
 def parse(text: str) -> Executor:
@@ -24,4 +24,4 @@ def parse(text: str) -> Executor:
     raise ExecutorError(f"--executor must be local, dask://HOST:PORT or dask-local:N, got {text!r}")
 
 
-__all__ = ["INSTALL_HINT", "Executor", "ExecutorError", "parse"]
+__all__ = ["INSTALL_HINT", "EpisodeSink", "Executor", "ExecutorError", "parse"]

@@ -1,7 +1,7 @@
 """Run episodes on Dask's distributed scheduler; this process stays the log's one writer.
 
 Each episode (provision, pre-snapshot, arm, post-read, teardown) is one Dask task. On
-the worker it runs through the same code as a local episode (``Scheduler.run_episode``),
+the worker it runs through the same code as a local episode (run/episode.py's runner),
 into a buffer instead of the log; the task returns the episode's events, each with the
 time it happened, and the harness writes them (assigning seq and hash) only once the
 whole episode has returned. So a lost worker leaves nothing of its in-flight episodes in
@@ -12,17 +12,15 @@ KilledWorker and the harness decides what to do, so no episode can count twice.
 
 On a worker, the provider and arms are built from their entry points (or
 ``module:attribute`` references) once per worker process and run id, started there
-once, and stopped at the end of the run.
+once, and stopped at the end of the run (executors/dask_worker.py). The harness side
+sees the run only as an ``EpisodeSink`` (executors/base.py): it never holds the
+scheduler.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,26 +29,26 @@ import anyio
 import attrs
 import structlog
 
-from effectbench.core.capabilities import ProviderCapabilities
-from effectbench.core.errors import ConfigurationError
 from effectbench.core.events import EpisodeAbandoned, EpisodeFailed, EpisodePlanned, event_data
-from effectbench.core.model import AgentReport, FailureClass, Snapshot
+from effectbench.core.model import FailureClass
 from effectbench.core.services import ServiceLoss
-from effectbench.executors.base import INSTALL_HINT, ExecutorError
+from effectbench.executors.base import INSTALL_HINT, EpisodeSink, ExecutorError
+from effectbench.executors.dask_worker import (
+    Done,
+    WorkerSetup,
+    WorkerStartError,
+    run_batch_on_worker,
+    stop_on_worker,
+)
+from effectbench.run.episode import EpisodeOutcome, Line
 from effectbench.run.health import Health
-from effectbench.run.plan import EpisodeSpec, Plan
-from effectbench.run.scheduler import EpisodeOutcome, Scheduler, SchedulerOptions
+from effectbench.run.plan import EpisodeSpec
 
 log = structlog.get_logger("effectbench.executors.dask")
 
 MAX_LOST = 3
 """Times one episode may lose its worker before it is recorded as failed (``unknown``)."""
 
-Entry = tuple[str, Mapping[str, Any], str | None, float | None]
-Done = tuple[
-    list[Entry], tuple[FailureClass | None, AgentReport | None, Snapshot | None, Snapshot | None]
-]
-"""An episode as it travels back: its events and its outcome without the spec."""
 TASKS_PER_WORKER = 8
 """Batches in flight per worker: enough to keep its event loop busy while results travel."""
 MAX_BATCH = 64
@@ -60,199 +58,6 @@ LOST_CLOSE_TIMEOUT = 5.0
 """The same once the workers or the scheduler were lost: there is nothing left to wait for."""
 POLL_S = 1.0
 """How often the harness asks the scheduler which workers are running (at most)."""
-
-
-class WorkerStartError(ConfigurationError):
-    """A worker could not build or start the run's provider or arms (one line, picklable)."""
-
-
-@attrs.frozen
-class WorkerSetup:
-    """What every worker needs to run this run's episodes; sent to each worker once (and
-    to a worker that joins or restarts), by a worker plugin."""
-
-    run_id: str
-    plan: Plan
-    provider_ref: str
-    arm_refs: tuple[str, ...]
-    options: SchedulerOptions
-    state_root: str | None = None
-    """The harness's state root for the run (effectbench.run.statedir): each worker hands
-    its provider ``<root>/worker-<name>`` there, emptied when that worker starts."""
-
-
-# ---------------------------------------------------------------- on the worker
-
-
-@attrs.define
-class _WorkerRun:
-    scheduler: Scheduler
-    buffers: dict[str, list[Entry]] = attrs.Factory(dict)
-    outcomes: dict[str, EpisodeOutcome] = attrs.Factory(dict)
-
-    async def emit(self, type_: str, data: Mapping[str, Any], ep: str | None = None) -> None:
-        assert ep is not None
-        self.buffers[ep].append((type_, data, ep, time.time()))
-
-    def episode_done(self, outcome: EpisodeOutcome) -> None:
-        self.outcomes[outcome.spec.episode_id] = outcome
-
-    def run_planned(self, plan: Plan, total: int, already_done: int) -> None:
-        pass
-
-
-_RUNS: dict[str, _WorkerRun | WorkerStartError] = {}
-"""Per worker process: the started provider of each run (or why it could not start)."""
-_STARTING: dict[str, anyio.Lock] = {}
-
-
-def _where() -> str:
-    try:
-        from distributed import get_worker
-
-        return f"worker {get_worker().address}"
-    except (ImportError, ValueError):
-        return "a worker"
-
-
-def _build(setup: WorkerSetup) -> Scheduler:
-    from effectbench.run.registry import PluginError, Registry
-
-    registry = Registry()
-    try:
-        provider = registry.provider(setup.provider_ref)
-        arms = {}
-        for ref in setup.arm_refs:
-            arm = registry.arm(ref)
-            arms[arm.name] = arm
-    except PluginError as exc:
-        raise WorkerStartError(
-            f"{_where()} cannot load its plugins ({exc}); install the provider's and arms' "
-            "distributions in every worker's environment"
-        ) from None
-    return Scheduler(
-        setup.plan, provider, arms, Path("."), run_id=setup.run_id, options=setup.options
-    )
-
-
-async def _worker_run(setup: WorkerSetup) -> _WorkerRun:
-    run = _RUNS.get(setup.run_id)
-    if run is None:
-        lock = _STARTING.setdefault(setup.run_id, anyio.Lock())
-        async with lock:
-            run = _RUNS.get(setup.run_id)
-            if run is None:
-                run = await _start(setup)
-                _RUNS[setup.run_id] = run
-    if isinstance(run, WorkerStartError):
-        raise WorkerStartError(str(run))  # a fresh one: a cached traceback would only grow
-    return run
-
-
-async def _start(setup: WorkerSetup) -> _WorkerRun | WorkerStartError:
-    try:
-        scheduler = _build(setup)
-    except WorkerStartError as exc:
-        return exc
-    run = _WorkerRun(scheduler)
-    scheduler.observer = run
-    scheduler.bind_emit(run.emit)
-    try:
-        _hand_state_dir(scheduler.provider, setup.state_root)
-        await scheduler.provider.start()
-    except Exception as exc:  # noqa: BLE001 - provider code; reported as the run's start failure
-        from effectbench.run.scheduler import _one_line
-
-        return WorkerStartError(
-            f"provider {scheduler.provider.name!r} failed to start on {_where()}: {_one_line(exc)}"
-        )
-    return run
-
-
-def _worker_name() -> str:
-    try:
-        from distributed import get_worker
-
-        name = str(get_worker().name)
-    except (ImportError, ValueError):
-        name = str(os.getpid())
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-
-
-def _hand_state_dir(provider: Any, root: str | None) -> None:
-    """This worker's part of the run's state root, for a provider that takes one: what
-    a killed worker of the same name left there is deleted first."""
-    hand_over = ProviderCapabilities.of(provider).use_state_dir
-    if root is None or hand_over is None:
-        return
-    mine = Path(root) / f"worker-{_worker_name()}"
-    shutil.rmtree(mine, ignore_errors=True)
-    mine.mkdir(parents=True)
-    hand_over(mine)
-
-
-def _slim(entries: list[Entry], outcome: EpisodeOutcome) -> Done:
-    """What the harness cannot rebuild itself: it holds each spec, so the planned event's
-    data (the resolved effect, the bulk of an episode's bytes) and the outcome's spec do
-    not travel back; the planned event keeps its time."""
-    if entries and entries[0][0] == EpisodePlanned.TYPE:
-        type_, _, ep, ts = entries[0]
-        entries[0] = (type_, {}, ep, ts)
-    return entries, (outcome.failure_class, outcome.report, outcome.pre, outcome.post)
-
-
-def _fill(
-    spec: EpisodeSpec, done: Done, scheduler: Scheduler
-) -> tuple[list[Entry], EpisodeOutcome]:
-    entries, (failure_class, report, pre, post) = done
-    if entries and entries[0][0] == EpisodePlanned.TYPE:
-        type_, _, ep, ts = entries[0]
-        entries[0] = (type_, scheduler.planned_data(spec), ep, ts)
-    return entries, EpisodeOutcome(spec, failure_class, report, pre, post)
-
-
-async def _one_episode(run: _WorkerRun, spec: EpisodeSpec, out: list[Done], i: int) -> None:
-    ep = spec.episode_id
-    run.buffers[ep] = []
-    try:
-        await run.scheduler.run_episode(spec)
-        out[i] = _slim(run.buffers[ep], run.outcomes[ep])
-    finally:
-        run.buffers.pop(ep, None)
-        run.outcomes.pop(ep, None)
-
-
-async def run_batch_on_worker(run_id: str, specs: list[EpisodeSpec]) -> list[Done]:
-    """The Dask task: a batch of whole episodes, run concurrently; their events and outcomes.
-
-    A batch, not one episode per task: Dask costs milliseconds per task (docs/scale-out.md),
-    more than a slow agent's episodes can hide at a high concurrency. The run's setup is
-    the one its worker plugin installed (dask_setup)."""
-    from effectbench.executors.dask_setup import SETUPS
-
-    setup = SETUPS.get(run_id)
-    if not isinstance(setup, WorkerSetup):
-        raise WorkerStartError(f"{_where()} was not given the setup of run {run_id}")
-    run = await _worker_run(setup)
-    out: list[Done] = [([], (FailureClass.UNKNOWN, None, None, None)) for _ in specs]
-    async with anyio.create_task_group() as tg:
-        for i, spec in enumerate(specs):
-            tg.start_soon(_one_episode, run, spec, out, i)
-    return out
-
-
-async def stop_on_worker(run_id: str, timeout: float) -> str | None:
-    """Stop this worker's provider of the run (if it started); the error, if any."""
-    run = _RUNS.pop(run_id, None)
-    _STARTING.pop(run_id, None)
-    if not isinstance(run, _WorkerRun):
-        return None
-    with anyio.move_on_after(timeout) as scope:
-        try:
-            await run.scheduler.provider.stop()
-        except Exception as exc:  # noqa: BLE001 - reported by the harness, never fatal
-            return f"{type(exc).__name__}: {exc}"
-    return f"did not finish within {timeout:g}s" if scope.cancelled_caught else None
 
 
 @contextmanager
@@ -283,9 +88,6 @@ def _no_retries(dask_scheduler: Any) -> None:
     dask_scheduler.allowed_failures = 0
 
 
-# ---------------------------------------------------------------- in the harness
-
-
 def _import_distributed() -> Any:
     try:
         import distributed
@@ -313,24 +115,32 @@ async def _setup_on_workers(client: Any, setup: WorkerSetup, health: Health) -> 
                 log.warning("worker_plugin.unregister_failed", error=f"{type(exc).__name__}: {exc}")
 
 
-def _setup(scheduler: Scheduler) -> WorkerSetup:
-    refs = scheduler.plan.refs
+def _setup(sink: EpisodeSink) -> WorkerSetup:
+    refs = sink.plan.refs
     prov_ref = refs.get("provider")
     arm_refs = list(refs.get("arms") or [])
     if (
         not isinstance(prov_ref, str)
-        or len(arm_refs) != len(scheduler.plan.arms)
+        or len(arm_refs) != len(sink.plan.arms)
         or not all(isinstance(r, str) for r in arm_refs)
     ):
         raise ExecutorError(
             "the dask executor builds the provider and arms on each worker, so give them as "
             "entry-point names or module:attribute references, not objects"
         )
-    options = attrs.evolve(scheduler.options, handle_signals=False)
-    root = None if scheduler.state_root is None else str(scheduler.state_root)
-    return WorkerSetup(
-        scheduler.run_id, scheduler.plan, prov_ref, tuple(arm_refs), options, state_root=root
-    )
+    options = attrs.evolve(sink.options, handle_signals=False)
+    root = None if sink.state_root is None else str(sink.state_root)
+    return WorkerSetup(sink.run_id, sink.plan, prov_ref, tuple(arm_refs), options, state_root=root)
+
+
+def _fill(
+    spec: EpisodeSpec, done: Done, sink: EpisodeSink
+) -> tuple[list[Line], EpisodeOutcome | None]:
+    entries, slim = done
+    if entries and entries[0][0] == EpisodePlanned.TYPE:
+        type_, _, ep, ts = entries[0]
+        entries[0] = (type_, sink.planned(spec), ep, ts)
+    return entries, None if slim is None else EpisodeOutcome(spec, *slim)
 
 
 def batch_size(concurrency: int, workers: int) -> int:
@@ -434,20 +244,20 @@ class DaskExecutor:
                 ),
             )
 
-    async def run_all(self, scheduler: Scheduler, pending: Iterable[EpisodeSpec]) -> None:
-        setup = _setup(scheduler)
+    async def run_all(self, sink: EpisodeSink, pending: Iterable[EpisodeSpec]) -> None:
+        setup = _setup(sink)
         distributed = _import_distributed()
         async with (
             self._client(
-                scheduler.options.concurrency,
-                scheduler.health,
-                None if scheduler.state_root is None else scheduler.state_root / "dask",
+                sink.options.concurrency,
+                sink.health,
+                None if sink.state_root is None else sink.state_root / "dask",
             ) as client,
-            _setup_on_workers(client, setup, scheduler.health) as shared,
+            _setup_on_workers(client, setup, sink.health) as shared,
         ):
             await client.run_on_scheduler(_no_retries)
             workers = max(1, self.n_workers or len(client.scheduler_info()["workers"]))
-            concurrency = scheduler.options.concurrency
+            concurrency = sink.options.concurrency
             batch = batch_size(concurrency, workers)
             tasks = max(1, concurrency // batch)
             if self.address is None and local_slots(concurrency, workers) * workers <= tasks:
@@ -455,7 +265,7 @@ class DaskExecutor:
                 # may wait on it, so a freed slot starts the next without a round trip here
                 tasks += workers
             run = _HarnessRun(
-                scheduler,
+                sink,
                 client,
                 shared,
                 distributed.KilledWorker,
@@ -473,7 +283,7 @@ class DaskExecutor:
 
 @attrs.define
 class _HarnessRun:
-    scheduler: Scheduler
+    sink: EpisodeSink
     client: Any
     shared: Any
     killed: type[BaseException]
@@ -501,7 +311,7 @@ class _HarnessRun:
     async def _watch_workers(self, group: anyio.CancelScope) -> None:
         """End the run when no worker has run for ``worker_timeout`` seconds (or the
         scheduler has not answered for as long): Dask would wait for one for ever."""
-        limit = self.scheduler.options.worker_timeout
+        limit = self.sink.options.worker_timeout
         poll = min(POLL_S, limit / 4)
         seen = anyio.current_time()
         while True:
@@ -536,14 +346,14 @@ class _HarnessRun:
         with anyio.CancelScope(shield=True):
             for spec in held:
                 ep = spec.episode_id
-                await self.scheduler.write_events(
+                await self.sink.record(
                     [
-                        (EpisodePlanned.TYPE, self.scheduler.planned_data(spec), ep, None),
+                        (EpisodePlanned.TYPE, self.sink.planned(spec), ep, None),
                         (EpisodeAbandoned.TYPE, event_data(EpisodeAbandoned(reason)), ep, None),
                     ]
                 )
         self.held.clear()
-        self.scheduler.health.lost(attrs.evolve(self.loss, abandoned=len(held)))
+        self.sink.health.lost(attrs.evolve(self.loss, abandoned=len(held)))
 
     async def _submit(self, pending: Iterable[EpisodeSpec]) -> None:
         # in flight: at most ``concurrency`` episodes, in tasks of up to ``batch`` each
@@ -554,14 +364,14 @@ class _HarnessRun:
                 token = object()
                 await limiter.acquire_on_behalf_of(token)
                 chunk = [spec for _, spec in zip(range(self.batch), specs, strict=False)]
-                if not chunk or self.scheduler._start_error is not None:
+                if not chunk or self.sink.start_failed:
                     limiter.release_on_behalf_of(token)
                     break
                 tg.start_soon(self._slot, chunk, limiter, token, tg.cancel_scope)
                 for _ in chunk:
-                    self.scheduler.note_started()
-            if self.scheduler._start_error is None:
-                self.scheduler.note_started(all_started=True)
+                    self.sink.started()
+            if not self.sink.start_failed:
+                self.sink.all_started()
 
     async def _slot(
         self, chunk: list[EpisodeSpec], limiter: anyio.CapacityLimiter, token: object, group: Any
@@ -588,9 +398,9 @@ class _HarnessRun:
                 done: list[Done] = await future
             except WorkerStartError as exc:
                 del self.held[slot]
-                self.scheduler.fail_start(
+                self.sink.fail_start(
                     f"{exc}; nothing more ran. Fix it, then continue with: "
-                    f"effectbench run --resume {self.scheduler.run_dir}"
+                    f"effectbench run --resume {self.sink.run_dir}"
                 )
                 group.cancel()
                 return
@@ -609,7 +419,7 @@ class _HarnessRun:
             with anyio.CancelScope(shield=True):  # written whole: a lost cluster takes none of it
                 del self.held[slot]
                 for spec, slim in zip(chunk, done, strict=True):
-                    await self.scheduler.record_episode(*_fill(spec, slim, self.scheduler))
+                    await self.sink.record(*_fill(spec, slim, self.sink))
             return
         with anyio.CancelScope(shield=True):
             del self.held[slot]
@@ -622,9 +432,9 @@ class _HarnessRun:
 
     async def _lost(self, spec: EpisodeSpec) -> None:
         ep = spec.episode_id
-        await self.scheduler.record_episode(
+        await self.sink.record(
             [
-                (EpisodePlanned.TYPE, self.scheduler.planned_data(spec), ep, None),
+                (EpisodePlanned.TYPE, self.sink.planned(spec), ep, None),
                 (
                     EpisodeFailed.TYPE,
                     {
@@ -646,10 +456,10 @@ class _HarnessRun:
             return
         if self.inflight:
             await self.client.cancel(list(self.inflight))
-        limit = self.scheduler.options.teardown_timeout
+        limit = self.sink.options.teardown_timeout
         with anyio.move_on_after(limit + 5.0):
             try:
-                errors = await self.client.run(stop_on_worker, self.scheduler.run_id, limit)
+                errors = await self.client.run(stop_on_worker, self.sink.run_id, limit)
             except Exception as exc:  # noqa: BLE001 - a stop failure must not hide the run's result
                 log.error("provider.stop_failed", error=f"{type(exc).__name__}: {exc}")
                 return

@@ -1,7 +1,7 @@
 """The local executor: every episode in this process, as the scheduler has always run them.
 
-It is the scheduler's own path (``Scheduler._run_all``), so its artifacts are
-byte-for-byte those of a run without an executor."""
+It is the run's own path (``EpisodeSink.run_here``), so its artifacts are byte-for-byte
+those of a run without an executor."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Iterable
 
 import attrs
 
+from effectbench.executors.base import EpisodeSink
 from effectbench.run.plan import EpisodeSpec
-from effectbench.run.scheduler import Scheduler
 
 
 @attrs.frozen
 class LocalExecutor:
-    async def run_all(self, scheduler: Scheduler, pending: Iterable[EpisodeSpec]) -> None:
-        await scheduler._run_all(pending)
+    async def run_all(self, sink: EpisodeSink, pending: Iterable[EpisodeSpec]) -> None:
+        await sink.run_here(pending)

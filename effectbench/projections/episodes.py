@@ -196,6 +196,14 @@ def _category(value: Any) -> Category:
     return Category(value) if found is None else found
 
 
+def _trial(value: Any) -> int:
+    """A trial number as the plan writes it: an int >= 0 (a string or a bool is refused,
+    rather than failing later where trials are compared or summed)."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"trial must be an integer >= 0, got {value!r}")
+    return value
+
+
 def _substrate(value: Any) -> Substrate:
     try:
         found = _SUBSTRATES.get(value)
@@ -270,7 +278,7 @@ def _fold(st: _Episode) -> EpisodeRecord:
             "episode_id": st.ep,
             "arm": p["arm"],
             "task_id": p["task_id"],
-            "trial": p["trial"],
+            "trial": _trial(p["trial"]),
             "category": _category(p["category"]),
             "substrate": _substrate(p["substrate"]),
             "split": p["split"],

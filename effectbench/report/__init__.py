@@ -2,7 +2,8 @@
 (``effectbench compare``): one self-contained file built from artifacts and the log.
 
 Modules, one job each: ``data`` (the model extracted from the artifacts), ``drill``
-(one episode from the log), ``charts`` (SVG geometry), ``render`` (templates to
+(one episode from the log), ``filmstrip`` (its screenshots replayed with its
+actions), ``charts`` (SVG geometry), ``render`` (templates to
 bytes), ``page`` (one run's report), ``compare`` (several runs).
 """
 

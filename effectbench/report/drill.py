@@ -6,14 +6,13 @@ field (effectbench.sql_oracle.diff_snapshots); on top of it, each field the effe
 contract checks is marked *wrong* where a selected row fails the check, so the field
 that made an episode a silent wrong effect stands out.
 
-Screenshots: ``screenshot_image`` is the one hook that turns a blob under the run
-directory into an image; any episode event whose data names a ``screenshot`` (or an
-``episode.screenshot`` event with ``path``/``blob``) is rendered through it.
+Screenshots: the scored attempt is replayed as a filmstrip (effectbench.report.filmstrip,
+whose ``screenshot_image`` is the one hook that turns a blob into an image; both are
+re-exported here).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -24,13 +23,23 @@ import orjson
 
 from effectbench.core.model import DiffEffect
 from effectbench.report.data import LOG, EpisodeRef, ReportError
+from effectbench.report.filmstrip import (
+    SCREENSHOT_BUDGET,
+    Filmstrip,
+    Screenshot,
+    ShotBudget,
+    filmstrip,
+    screenshot_image,
+)
 from effectbench.report.sample import DRILL_LIMIT, select_episodes
 from effectbench.scoring.diff import describe_diff
 
 __all__ = [
     "DRILL_LIMIT",
+    "SCREENSHOT_BUDGET",
     "EpisodeDrill",
     "Screenshot",
+    "ShotBudget",
     "collect_events",
     "drill",
     "screenshot_image",
@@ -39,15 +48,6 @@ __all__ = [
 
 ROW_LIMIT: Final = 40
 """Rows shown per table of a diff (changed rows first); the rest are counted."""
-SCREENSHOT_BUDGET: Final = 4_000_000
-"""Bytes of screenshots one report embeds; later ones are listed by path only."""
-SCREENSHOT_EVENT: Final = "episode.screenshot"
-_IMAGE_TYPES: Final = {
-    b"\x89PNG": "image/png",
-    b"\xff\xd8\xff": "image/jpeg",
-    b"GIF8": "image/gif",
-    b"RIFF": "image/webp",
-}
 
 
 # --------------------------------------------------------------------------- the log
@@ -183,13 +183,6 @@ class Step:
 
 
 @attrs.frozen
-class Screenshot:
-    path: str
-    data_uri: str | None
-    note: str | None
-
-
-@attrs.frozen
 class EpisodeDrill:
     anchor: str
     episode_id: str
@@ -206,61 +199,9 @@ class EpisodeDrill:
     timeline: tuple[Step, ...]
     diff: DiffView
     screenshots: tuple[Screenshot, ...]
-
-
-# --------------------------------------------------------------------------- screenshots
-
-
-def screenshot_image(run_dir: Path, blob_path: str, sha256: str | None = None) -> Screenshot:
-    """THE screenshot hook: an image for ``blob_path`` (relative to the run directory).
-
-    A content-hashed blob is checked against ``sha256`` (or, failing that, the hex in
-    its file name); the image is embedded as a data URI so the report stays one file.
-    A missing, outside, mismatching or non-image blob gives a note instead of an image."""
-    root = run_dir.resolve()
-    path = (root / blob_path).resolve()
-    if root != path and root not in path.parents:
-        return Screenshot(blob_path, None, "outside the run directory; not shown")
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return Screenshot(blob_path, None, "blob not found in the run directory")
-    digest = hashlib.sha256(data).hexdigest()
-    claimed = sha256 or (path.stem if len(path.stem) == 64 else None)
-    if claimed is not None and claimed.lower() != digest:
-        return Screenshot(blob_path, None, "blob does not match its content hash; not shown")
-    mime = next((m for magic, m in _IMAGE_TYPES.items() if data.startswith(magic)), None)
-    if mime is None:
-        return Screenshot(blob_path, None, "not a PNG, JPEG, GIF or WebP image")
-    return Screenshot(blob_path, f"data:{mime};base64,{base64.b64encode(data).decode()}", None)
-
-
-def _screenshot_refs(ev: Any) -> list[tuple[str, str | None]]:
-    data = ev.data if isinstance(ev.data, Mapping) else {}
-    refs: list[tuple[str, str | None]] = []
-    shot = data.get("screenshot")
-    if isinstance(shot, str):
-        refs.append((shot, None))
-    elif isinstance(shot, Mapping) and isinstance(shot.get("path") or shot.get("blob"), str):
-        refs.append((str(shot.get("path") or shot.get("blob")), shot.get("sha256")))
-    if ev.type == SCREENSHOT_EVENT and isinstance(data.get("path") or data.get("blob"), str):
-        refs.append((str(data.get("path") or data.get("blob")), data.get("sha256")))
-    return refs
-
-
-class ShotBudget:
-    """Screenshot bytes left for this report."""
-
-    def __init__(self, limit: int = SCREENSHOT_BUDGET) -> None:
-        self.left = limit
-
-    def take(self, shot: Screenshot) -> Screenshot:
-        if shot.data_uri is None:
-            return shot
-        if len(shot.data_uri) > self.left:
-            return Screenshot(shot.path, None, "not embedded (report size budget); open the blob")
-        self.left -= len(shot.data_uri)
-        return shot
+    """The scored attempt's images, in log order (the filmstrip's frames that have one)."""
+    filmstrip: Filmstrip | None
+    """The scored attempt replayed, or None when it logged no screenshot."""
 
 
 # --------------------------------------------------------------------------- one episode
@@ -351,11 +292,8 @@ def drill(
     )
     effect = _effect(attempt.planned)
     rep = attempt.reported.data if attempt.reported is not None else {}
-    shots = tuple(
-        budget.take(screenshot_image(run_dir, path, sha))
-        for ev in events
-        for path, sha in _screenshot_refs(ev)
-    )
+    strip = filmstrip(events, run_dir, budget)
+    shots = () if strip is None else tuple(f.shot for f in strip.frames if f.seq is not None)
     return EpisodeDrill(
         anchor=f"ep{ref.slot}",
         episode_id=ref.episode_id,
@@ -372,6 +310,7 @@ def drill(
         timeline=timeline,
         diff=_diff(attempt, effect),
         screenshots=shots,
+        filmstrip=strip,
     )
 
 

@@ -12,15 +12,17 @@ as Ctrl-C would.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 import attrs
 import structlog
 
+from effectbench.core.capabilities import ProviderCapabilities
+from effectbench.core.provider import BenchmarkProvider
 from effectbench.core.services import Service, ServiceLoss
 
-__all__ = ["Health"]
+__all__ = ["Health", "services_of"]
 
 log = structlog.get_logger("effectbench.run.health")
 
@@ -99,3 +101,10 @@ class Health:
         if since < len(self._losses):
             loss = self._losses[since]
             self._losses[since] = attrs.evolve(loss, abandoned=loss.abandoned + n)
+
+
+def services_of(provider: BenchmarkProvider) -> Sequence[Service]:
+    """The services a started provider lets the harness watch (its optional
+    ``services()``); a provider without the hook has none."""
+    hook = ProviderCapabilities.of(provider).services
+    return list(hook()) if hook is not None else []

@@ -1,4 +1,4 @@
-"""The options of a run: every default and its validation, in one frozen object.
+"""The options of a run, and every default of a run, each in one frozen object.
 
 Messages name the option in words ("concurrency must be ..."), never a command-line
 flag: ``OptionsError.option`` says which option it is, and the CLI names its flag.
@@ -7,7 +7,7 @@ flag: ``OptionsError.option`` says which option it is, and the CLI names its fla
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import attrs
 
@@ -16,13 +16,55 @@ from effectbench.core.errors import EffectBenchError
 from effectbench.core.prices import PriceTable
 from effectbench.core.provider import SCREENSHOT_POLICIES, ScreenshotPolicy
 
-__all__ = ["DEFAULTS", "DEFAULT_MIN_COVERAGE", "MAX_CONCURRENCY", "OptionsError", "RunOptions"]
+if TYPE_CHECKING:
+    from effectbench.core.capabilities import ProviderCapabilities
+
+__all__ = [
+    "DEFAULTS",
+    "DEFAULT_MIN_COVERAGE",
+    "DEFAULT_OPTIONS",
+    "MAX_CONCURRENCY",
+    "Defaults",
+    "OptionsError",
+    "RunOptions",
+]
 
 MAX_CONCURRENCY: Final = 1_000_000
-DEFAULT_MIN_COVERAGE: Final = 0.9
-"""The least coverage (scored / planned episodes) each arm needs for a run to be a result
-(docs/exit-codes.md): ``run`` exits INCOMPLETE below it, ``verify`` and ``export`` refuse.
-Also the threshold of a log that recorded none (from before the option)."""
+
+
+@attrs.frozen
+class Defaults:
+    """Every default of a run, spelled once: what runs when the request names nothing
+    (and no resumed run recorded it), and how (``RunOptions`` defaults to these). The
+    API, the CLI's ``--help`` and the audit read them here; nothing restates them."""
+
+    provider: str = "mockmed"
+    arms: tuple[str, ...] = ("screen_only", "effect_verified")
+    trials: int = 10
+    runs_root: str = "runs"
+    """Where a run without ``--out`` gets its directory, ``<runs_root>/<run-id>/``."""
+    concurrency: int = 32
+    oracle_retries: int = 3
+    oracle_backoff: float = 0.05
+    oracle_backoff_max: float = 5.0
+    teardown_timeout: float = 30.0
+    provider_timeout: float = 60.0
+    screenshots: ScreenshotPolicy = "all"
+    worker_timeout: float = 60.0
+    agent_log_budget: int = DEFAULT_LOG_BUDGET
+    min_coverage: float = 0.9
+    """The least coverage (scored / planned episodes) each arm needs for a run to be a
+    result (docs/exit-codes.md): ``run`` exits INCOMPLETE below it, ``verify`` and
+    ``export`` refuse. Also the threshold of a log that recorded none."""
+    executor: str = "local"
+    audit_trials: int = 2
+    audit_concurrency: int = 16
+
+
+DEFAULTS: Final = Defaults()
+"""The defaults, for every front end (``--concurrency``'s default, ...)."""
+
+DEFAULT_MIN_COVERAGE: Final = DEFAULTS.min_coverage
 
 _WORDS: Final = {
     "concurrency": "concurrency",
@@ -52,44 +94,96 @@ def _positive_seconds(value: float) -> bool:
 
 @attrs.frozen
 class RunOptions:
-    """How a run executes: every default in one place (the CLI, the API and the scheduler
-    use it). None of them is part of the plan hash."""
+    """How a run executes (the CLI, the API and the scheduler use it); none of it is part
+    of the plan hash.
 
-    concurrency: int = 32
+    Three options may be left unasked (None): ``concurrency``, ``provider_timeout`` and
+    ``min_coverage``. Then a resumed run keeps what it recorded, else the provider's
+    recommendation applies (``recommending``), else ``DEFAULTS``; the properties of those
+    names are the values in effect, the ``asked_*`` fields what the caller gave."""
+
+    asked_concurrency: int | None = attrs.field(default=None, alias="concurrency")
     episode_timeout: float | None = None
     """Seconds an arm may run before the episode fails as ``agent``; None for no limit."""
-    oracle_retries: int = 3
+    oracle_retries: int = DEFAULTS.oracle_retries
     """Re-reads after an unreadable oracle read (so up to 1 + N reads)."""
-    oracle_backoff: float = 0.05
+    oracle_backoff: float = DEFAULTS.oracle_backoff
     """Delay before the first re-read, doubled for each further one..."""
-    oracle_backoff_max: float = 5.0
+    oracle_backoff_max: float = DEFAULTS.oracle_backoff_max
     """... up to this many seconds, so many re-reads cost time linearly, not exponentially."""
-    teardown_timeout: float = 30.0
+    teardown_timeout: float = DEFAULTS.teardown_timeout
     """Seconds an episode's teardown (and, at the end, the provider's stop) may take."""
-    provider_timeout: float = 60.0
+    asked_provider_timeout: float | None = attrs.field(default=None, alias="provider_timeout")
     """Seconds one ``provision`` call or one oracle read may take: a hung provider fails
     its episode (``environment``) or its read (re-read, then ``evaluation``) instead of
     holding a concurrency slot for ever."""
     handle_signals: bool = False
     """Stop gracefully on SIGINT/SIGTERM (only from the main thread; the CLI sets it)."""
-    screenshots: ScreenshotPolicy = "all"
+    screenshots: ScreenshotPolicy = DEFAULTS.screenshots
     """Which screenshots arms record are kept: none, an episode's final one, or all."""
     browsers: int | None = None
     """Chromium processes for browser arms (None: ``default_browsers(concurrency)``)."""
-    worker_timeout: float = 60.0
+    worker_timeout: float = DEFAULTS.worker_timeout
     """Seconds a Dask run may go without a live worker (or a reachable scheduler) before
     it stops: what was in flight is abandoned for ``--resume`` and the run ends with
     ExitCode.SERVICE_LOST."""
     prices: PriceTable | None = None
     """Prices a model call whose arm gave no cost, from its model and tokens
     (``cost_source = "price_table:<version>"``); None: such a cost stays unknown."""
-    agent_log_budget: int = DEFAULT_LOG_BUDGET
+    agent_log_budget: int = DEFAULTS.agent_log_budget
     """Bytes an arm may put into the log per episode (actions, model calls, the report's
     message; effectbench.core.agentlog): past it the episode fails as ``agent``."""
 
-    min_coverage: float = DEFAULT_MIN_COVERAGE
+    asked_min_coverage: float | None = attrs.field(default=None, alias="min_coverage")
     """The least fraction of its planned episodes each arm must score for the run to be a
     result; recorded in run.started / run.resumed, where ``verify`` reads it."""
+    isolate: bool | None = None
+    """Protocol agents: None contains them where the host can, True requires it, False never."""
+    executor: str = DEFAULTS.executor
+    """Where episodes run (``--executor``): ``local``, ``dask://HOST:PORT``, ``dask-local:N``."""
+    report: bool = True
+    """Also write report.html once the artifacts are built."""
+    recommended_concurrency: int | None = None
+    """The provider's recommendation (``ProviderCapabilities``), used while none is asked."""
+    recommended_provider_timeout: float | None = None
+    """The provider's ``provisioning_timeout``, used while no provider timeout is asked."""
+
+    @property
+    def concurrency(self) -> int:
+        """Episodes at a time: the asked, else the recommended, else the default."""
+        return _first(self.asked_concurrency, self.recommended_concurrency, DEFAULTS.concurrency)
+
+    @property
+    def provider_timeout(self) -> float:
+        """Seconds one ``provision`` or oracle read may take, in effect."""
+        return _first(
+            self.asked_provider_timeout,
+            self.recommended_provider_timeout,
+            DEFAULTS.provider_timeout,
+        )
+
+    @property
+    def min_coverage(self) -> float:
+        """The coverage threshold in effect (asked, else ``DEFAULTS.min_coverage``)."""
+        return _first(self.asked_min_coverage, None, DEFAULTS.min_coverage)
+
+    def recommending(self, caps: ProviderCapabilities) -> RunOptions:
+        """These options with a provider's recommendations, which apply only where the
+        caller asked for nothing (a resumed run's recorded concurrency counts as asked)."""
+        return attrs.evolve(
+            self,
+            recommended_concurrency=caps.recommended_concurrency,
+            recommended_provider_timeout=caps.provisioning_timeout,
+        )
+
+    def from_provider(self) -> dict[str, int | float]:
+        """The values in effect that the provider recommended (run.started records them)."""
+        taken: dict[str, int | float | None] = {}
+        if self.asked_concurrency is None:
+            taken["concurrency"] = self.recommended_concurrency
+        if self.asked_provider_timeout is None:
+            taken["provider_timeout"] = self.recommended_provider_timeout
+        return {name: value for name, value in taken.items() if value is not None}
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
@@ -143,5 +237,14 @@ class RunOptions:
         return min(self.oracle_backoff * 2.0 ** min(attempt - 1, 64), self.oracle_backoff_max)
 
 
-DEFAULTS: Final = RunOptions()
-"""The defaults, for front ends that show them (``--concurrency``'s default, ...)."""
+_T = TypeVar("_T")
+
+
+def _first(asked: _T | None, recommended: _T | None, default: _T) -> _T:
+    if asked is not None:
+        return asked
+    return default if recommended is None else recommended
+
+
+DEFAULT_OPTIONS: Final = RunOptions()
+"""Options that ask for nothing: every value from ``DEFAULTS``."""

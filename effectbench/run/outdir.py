@@ -12,7 +12,6 @@ it is an error, never another run's results.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import fnmatch
 import os
 import re
@@ -24,6 +23,7 @@ from typing import Final
 from effectbench.core.errors import EffectBenchError
 from effectbench.core.events import SCHEMA_MAJOR, RunStarted
 from effectbench.core.rundir import LOG_FILE, RUN_FILES, SPILL_GLOB
+from effectbench.run.runlock import log_lock
 
 LOG_NAME: Final = LOG_FILE
 _LEFTOVERS: Final = (*(f"{name}.tmp" for name in sorted(RUN_FILES)), SPILL_GLOB)
@@ -207,23 +207,17 @@ def _not_our_log(log_path: Path, *, only_file: bool) -> str | None:
 
 @contextlib.contextmanager
 def _unlocked(out: Path) -> Iterator[None]:
-    """Take the lock a live run holds on its log (see scheduler._exclusive), without
-    waiting, and keep it while the files are deleted: a running run is refused."""
-    try:
-        fd = os.open(out / LOG_NAME, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise OutDirError(f"cannot replace {out}: {exc.strerror or exc}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    """Take the lock a live run holds on its log (run/runlock.py), without waiting, and
+    keep it while the files are deleted: a running run is refused."""
+    with log_lock(out / LOG_NAME, exclusive=True, flags=os.O_RDONLY | os.O_NOFOLLOW) as lock:
+        if lock.error is not None:
+            raise OutDirError(f"cannot replace {out}: {lock.error.strerror or lock.error}")
+        if not lock.held:
             raise OutDirError(
                 f"{out} is in use by a running effectbench process; nothing was deleted: wait "
                 "for it to finish or stop it, or choose another --out"
-            ) from None
+            )
         yield
-    finally:
-        os.close(fd)
 
 
 def check_still_ours(fd: int, log_path: Path) -> None:

@@ -1,94 +1,44 @@
 """Run a plan's episodes concurrently and record every step as an event.
 
-The scheduler writes nothing but events. Each episode runs in its own task under a
-capacity limiter, in plan order; whatever goes wrong inside one episode becomes that
-episode's ``episode.failed`` event with a failure class, and the run goes on. Scoring,
-results and metrics are projections over the log, built after the run.
-
-Failure classes (metrics backlog P0):
-
-- ``agent``: the arm raised, or ran past the per-episode timeout;
-- ``environment``: provisioning, teardown or another provider error;
-- ``evaluation``: the oracle stayed unreadable after its bounded re-reads;
-- ``skipped``: the provider declined the episode on purpose (``SkipEpisode``);
-- ``unknown``: anything else (a harness fault we cannot attribute).
-
-Cancellation (Ctrl-C) is never an episode failure: an interrupted episode simply has
-no terminal event, and resume abandons it and runs it again on a fresh system of record.
+The scheduler owns a run's lifecycle: the run lock on its log, signals, the opening and
+closing events, the per-run state root, the run's browsers (effectbench.browser.lifecycle),
+the provider's start and stop, the arms' lifespans, the services' watch and the pending
+loop under a capacity limiter, in plan order. Each episode runs through the
+:class:`~effectbench.run.episode.EpisodeRunner` (its stages and failure classes) into the
+one log writer; an executor that runs episodes elsewhere sees the run only through its
+:class:`~effectbench.executors.base.EpisodeSink`. The scheduler writes nothing but
+events; scoring, results and metrics are projections over the log, built after the run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import itertools
-import math
 import os
 import signal
-import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import Any, Protocol
 
 import anyio
-import anyio.lowlevel
 import attrs
-import orjson
 import structlog
 
-from effectbench.core import bounds
-from effectbench.core.agentlog import LogBudget, LogBudgetExceeded
-from effectbench.core.arm import Arm, TaskView
+from effectbench.core.arm import Arm
 from effectbench.core.capabilities import ArmCapabilities, ProviderCapabilities
-from effectbench.core.codec import converter
-from effectbench.core.errors import EffectBenchError
-from effectbench.core.events import (
-    TERMINAL_TYPES,
-    ArmAction,
-    ArmScreenshot,
-    ArmStarted,
-    ArmTelemetry,
-    EpisodeAbandoned,
-    EpisodeFailed,
-    EpisodeFinished,
-    EpisodePlanned,
-    EpisodeProvisioned,
-    Injected,
-    PostRead,
-    PreSnapshot,
-    Reported,
-    RunFinished,
-    RunResumed,
-    RunStarted,
-    event_data,
-)
-from effectbench.core.model import AgentReport, FailureClass, Snapshot
-from effectbench.core.prices import price_calls
-from effectbench.core.provider import (
-    ActionRecord,
-    BenchmarkProvider,
-    ModelCall,
-    Oracle,
-    ProvisionedEpisode,
-    SkipEpisode,
-    Telemetry,
-)
+from effectbench.core.errors import EffectBenchError, one_line
+from effectbench.core.events import EpisodeAbandoned, RunFinished, RunResumed, RunStarted
+from effectbench.core.provider import BenchmarkProvider
 from effectbench.core.rundir import LOG_FILE, RunDir
-from effectbench.core.services import Service, ServiceLoss
+from effectbench.core.services import ServiceLoss
 from effectbench.run import statedir, storage
-from effectbench.run.health import Health
-from effectbench.run.mutate import run_mutations, wants_mutations
-from effectbench.run.options import DEFAULTS, RunOptions
-from effectbench.run.plan import RESOLVE_CACHE_MAX, EpisodeSpec, Plan, count_planned, episodes
-from effectbench.run.runlock import run_lock_held, share_run_lock
-from effectbench.run.twin import reference_program, run_twin
-
-if TYPE_CHECKING:
-    from effectbench.browser import BrowserPool, EpisodeBrowser
-    from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
-
-_T = TypeVar("_T")
+from effectbench.run.episode import EpisodeOutcome, EpisodeRunner, Line
+from effectbench.run.episode_events import PlannedEvents
+from effectbench.run.health import Health, services_of
+from effectbench.run.options import DEFAULT_OPTIONS, RunOptions
+from effectbench.run.plan import EpisodeSpec, Plan, count_planned, episodes
+from effectbench.run.resume import ResumeError, ResumeState, load_resume_state
+from effectbench.run.runlock import log_lock, run_lock_held, share_run_lock
 
 log = structlog.get_logger("effectbench.run.scheduler")
 
@@ -99,39 +49,10 @@ SchedulerOptions = RunOptions
 """The old name of the run's options (effectbench.run.options)."""
 
 
-@attrs.frozen
-class EpisodeOutcome:
-    """What one episode of this session came to, for progress display (not for scoring)."""
-
-    spec: EpisodeSpec
-    failure_class: FailureClass | None
-    report: AgentReport | None = None
-    pre: Snapshot | None = None
-    post: Snapshot | None = None
-
-
 class Observer(Protocol):
     def run_planned(self, plan: Plan, total: int, already_done: int) -> None: ...
 
     def episode_done(self, outcome: EpisodeOutcome) -> None: ...
-
-
-@attrs.frozen
-class ResumeState:
-    """What a log says about a run: its plan, which episodes ended, which were cut off."""
-
-    run_id: str
-    plan: Mapping[str, Any]
-    plan_hash: str
-    terminated: frozenset[str]
-    unterminated: tuple[str, ...]
-    torn_tail: bool
-    events: int = -1
-    """Valid events read; a resume refuses a log that holds more by the time it is locked."""
-    concurrency: int | None = None
-    """The concurrency run.started recorded: a resume keeps it unless told otherwise."""
-    min_coverage: float | None = None
-    """The threshold the latest session recorded: a resume keeps it unless told otherwise."""
 
 
 @attrs.frozen
@@ -150,256 +71,24 @@ class RunOutcome:
     """Harness-owned services that died during the run (ExitCode.SERVICE_LOST)."""
 
 
-class ResumeError(EffectBenchError):
-    """A log that cannot be resumed; the message says why, in one line."""
-
-
 class ProviderStartError(EffectBenchError):
     """The provider's run-level start failed; the log is closed and resumable."""
 
 
-def load_resume_state(log_path: Path) -> ResumeState:
-    """Read and verify a log; name the terminated and the started-but-unterminated episodes."""
-    from effectbench.log.reader import read_log
-
-    reader = read_log(log_path, verify=True)
-    started: Mapping[str, Any] | None = None
-    threshold: Any = None
-    state: dict[str, bool] = {}  # ep -> terminated?
-    for ev in reader:
-        if ev.type == RunStarted.TYPE and started is None:
-            started = ev.data
-            threshold = started.get("min_coverage")
-            continue
-        if ev.type == RunResumed.TYPE and ev.ep is None:
-            threshold = ev.data.get("min_coverage", threshold)
-        ep = ev.ep
-        if ep is None:
-            continue
-        if ev.type == EpisodeAbandoned.TYPE:
-            state.pop(ep, None)
-        elif ev.type in TERMINAL_TYPES:
-            state[ep] = True
-        elif not state.get(ep, False):
-            state[ep] = False
-    if started is None and reader.count == 0:
-        raise ResumeError(
-            f"{log_path} holds no complete event: the run was stopped before it started and "
-            f"nothing ran; start it again with --out {log_path.parent} --force"
-        )
-    if started is None:
-        raise ResumeError(
-            f"{log_path} has no run.started event; it is not a run log that can be resumed"
-        )
-    return ResumeState(
-        run_id=str(started["run_id"]),
-        plan=started["plan"],
-        plan_hash=str(started["plan_hash"]),
-        terminated=frozenset(ep for ep, done in state.items() if done),
-        unterminated=tuple(ep for ep, done in state.items() if not done),
-        torn_tail=bool(getattr(reader, "torn_tail", False)),
-        events=reader.count,
-        concurrency=started.get("concurrency")
-        if isinstance(started.get("concurrency"), int)
-        else None,
-        min_coverage=float(threshold)
-        if isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
-        else None,
-    )
-
-
-_ARM_REASON_MAX: Final = 5_120
-"""An arm's failure reason may be longer than other errors: a protocol agent's carries
-the last 4 KiB of its stderr (the real error, not only its last line)."""
-
-
-def _one_line(exc: BaseException, limit: int = 500) -> str:
-    text = " ".join(str(exc).split())
-    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _snapshot_data(snapshot: Snapshot) -> dict[str, Any]:
-    data: dict[str, Any] = converter.unstructure(snapshot)
-    return data
-
-
-def _sum_known(values: Iterable[float | int | None]) -> Any:
-    """Sum when every value is known; None when any is missing (never a partial zero)."""
-    total: float | int = 0
-    any_value = False
-    for v in values:
-        if v is None:
-            return None
-        total += v
-        any_value = True
-    return total if any_value else None
-
-
-def _bounded_calls(calls: Sequence[ModelCall]) -> tuple[list[ModelCall], str | None]:
-    """The calls whose numbers are in range (core/bounds.py) and the first problem of
-    one that is not: an arm that reports such a number fails its episode."""
-    kept: list[ModelCall] = []
-    problem: str | None = None
-    for c in calls:
-        why = bounds.call_problem(c.input_tokens, c.output_tokens, c.cost_usd, c.latency_ms)
-        if why is None:
-            kept.append(c)
-        elif problem is None:
-            problem = why
-    return kept, problem
-
-
-def _over_budget(budget: LogBudget, report: AgentReport) -> str | None:
-    """Charge the report's message to the episode's log budget; why the episode is past
-    its budget (also when the arm caught the recorder's refusal), else None."""
-    if budget.exceeded is None:
-        with contextlib.suppress(LogBudgetExceeded):
-            budget.charge(len(str(report.message).encode("utf-8", "replace")), "its report")
-    return None if budget.exceeded is None else budget.exceeded.removeprefix("the arm ")
-
-
-def _injections(provisioned: ProvisionedEpisode) -> Sequence[ActionRecord]:
-    """The provider's injection records; a broken source becomes one record saying so."""
-    source = provisioned.injections
-    if source is None:
-        return ()
-    try:
-        return list(source())
-    except Exception as exc:  # noqa: BLE001 - provider code: its evidence is lost, the episode is not
-        return [ActionRecord("injections_unavailable", {"error": _one_line(exc)})]
-
-
-def _action_count(n_actions: int, counts_actions: bool) -> int | None:
-    """An arm's action count: null (no source) unless it recorded one or declares that it
-    records every action it takes (``records_actions``), the rule of the model fields."""
-    return n_actions if n_actions or counts_actions else None
-
-
-def _telemetry_data(
-    calls: Sequence[ModelCall],
-    n_actions: int | None,
-    counts_model: bool = False,
-    failed: bool = False,
-) -> dict[str, Any]:
-    """The episode.telemetry event. ``actions`` is the count :func:`_action_count` gives;
-    the model fields are null unless the arm made a call or declares that it counts them
-    (``uses_model``), when none counted is 0 (docs/metrics.md). An arm that ``failed``
-    (raised, timed out) may have died inside a call whose usage nobody reported: its
-    tokens and cost are null, never a sum that leaves that call out nor a made-up 0."""
-    if not calls and counts_model:
-        return {
-            "model_calls": 0,
-            "input_tokens": None if failed else 0,
-            "output_tokens": None if failed else 0,
-            "cost_usd": None if failed else 0.0,
-            "actions": n_actions,
-            "model_latency_ms": 0.0,
-            "cost_source": None if failed else "arm",
-            "model_call_latency_ms": [],
-        }
-    known = not failed
-    data: dict[str, Any] = {
-        "model_calls": len(calls) if calls else None,
-        "input_tokens": _sum_known(c.input_tokens for c in calls) if known else None,
-        "output_tokens": _sum_known(c.output_tokens for c in calls) if known else None,
-        "cost_usd": _sum_known(c.cost_usd for c in calls) if known else None,
-        "actions": n_actions,
-    }
-    if calls:  # only then, so a log without model calls keeps its bytes
-        data["model_latency_ms"] = _sum_known(c.latency_ms for c in calls)
-        sources = sorted({c.cost_source for c in calls if c.cost_source is not None})
-        data["cost_source"] = None if data["cost_usd"] is None else "+".join(sources) or None
-        data["model_call_latency_ms"] = [c.latency_ms for c in calls]
-    return data
-
-
-def _store_screenshot(run_dir: Path, png: Any, label: Any) -> dict[str, Any]:
-    from effectbench.core.evidence import screenshot_event
-
-    return screenshot_event(run_dir, bytes(png), str(label))
-
-
-def _typed(event: Any) -> tuple[str, dict[str, Any]]:
-    """(type, data) of a typed event of effectbench.core.events: the only way the
-    scheduler writes a line, whether to its own log or to an executor's buffer."""
-    return event.TYPE, event_data(event)
-
-
-def _json_safe(detail: Mapping[str, Any]) -> dict[str, Any]:
-    """An action's detail as JSON scalars; anything else becomes its repr, so one odd
-    value from an arm cannot break the log writer."""
-    out: dict[str, Any] = {}
-    for k, v in detail.items():
-        out[str(k)] = v if v is None or isinstance(v, (str, int, float, bool)) else repr(v)
-    return out
-
-
 @contextlib.contextmanager
 def _exclusive(log_path: Path) -> Iterator[int]:
-    """Hold an advisory lock on the log for the run, so two processes never write (or
+    """Hold the run lock (run/runlock.py) for the run, so two processes never write (or
     resume) one run directory at once, and --force never replaces a live one
     (effectbench.run.outdir probes this lock). Yields the locked descriptor."""
-    try:
-        fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise ResumeError(f"cannot open {log_path}: {exc.strerror or exc}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with log_lock(log_path, exclusive=True, flags=os.O_RDWR | os.O_CREAT) as lock:
+        if lock.error is not None:
+            raise ResumeError(f"cannot open {log_path}: {lock.error.strerror or lock.error}")
+        if not lock.held:
             raise ResumeError(
                 f"{log_path.parent} is in use by another effectbench process; wait for it or "
                 "stop it first"
-            ) from None
-        yield fd
-    finally:
-        os.close(fd)
-
-
-async def _reraise_if_stopping() -> None:
-    """Called on a caught cancellation: raise again when the run (or its caller) is really
-    being cancelled; return when plugin code raised a CancelledError of its own (e.g. it
-    awaited a task it had cancelled), which is then that episode's failure alone. Left
-    alone, such a stray cancellation would cancel the task group and every other episode."""
-    await anyio.lowlevel.checkpoint_if_cancelled()
-
-
-def _environment_gone(provisioned: ProvisionedEpisode) -> tuple[str, str] | None:
-    """(stage, reason) when what the episode ran on died under the arm: its browser
-    (Chromium crashed or was killed) or its own service (the provider's ``gone``)."""
-    page = provisioned.env.browser
-    if page is not None:
-        browser = page.context.browser
-        if page.is_closed() or (browser is not None and not browser.is_connected()):
-            return "browser", "the episode's Chromium died (its page or browser is gone)"
-    check = provisioned.gone
-    if check is not None:
-        try:
-            reason = check()
-        except Exception as exc:  # noqa: BLE001 - provider code: it cannot tell
-            log.debug("provider.gone_failed", error=_one_line(exc))
-            return None
-        if reason is not None:
-            return "service", str(reason)
-    return None
-
-
-def _services(provider: BenchmarkProvider) -> Sequence[Service]:
-    """The services a started provider lets the harness watch (its optional
-    ``services()``); a provider without the hook has none."""
-    hook = ProviderCapabilities.of(provider).services
-    return list(hook()) if hook is not None else []
-
-
-class _Episode(Exception):
-    """Internal: an episode stage failed with a known class."""
-
-    def __init__(self, failure_class: FailureClass, stage: str, error: str) -> None:
-        super().__init__(error)
-        self.failure_class = failure_class
-        self.stage = stage
-        self.error = error
+            )
+        yield lock.fd
 
 
 class Scheduler:
@@ -413,7 +102,7 @@ class Scheduler:
         run_dir: Path,
         *,
         run_id: str,
-        options: RunOptions = DEFAULTS,
+        options: RunOptions = DEFAULT_OPTIONS,
         observer: Observer | None = None,
         executor: Any = None,
     ) -> None:
@@ -427,7 +116,6 @@ class Scheduler:
         self.run_id = run_id
         self.options = options
         self.observer = observer
-        self._emit: Callable[[str, Mapping[str, Any], str | None], Awaitable[None]] | None = None
         self._finished = 0
         self._failed = 0
         self._start_error: ProviderStartError | None = None
@@ -436,16 +124,16 @@ class Scheduler:
         self._work: anyio.CancelScope | None = None
         self.state_root: Path | None = None
         """This session's per-run state root (effectbench.run.statedir), while it runs."""
-        self._provider_errors: dict[str, int] = {}
-        self._effects: dict[tuple[str, int], tuple[dict[str, Any], str]] = {}
+        self._planned = PlannedEvents()
+        """The planned event of each spec, shared by the runner and an executor's sink."""
+        self._runner: EpisodeRunner | None = None
+        """Runs this session's episodes into its log, while the log is open."""
         self._started = 0
         self._all_started = False
         self._caps = {n: ArmCapabilities.of(a) for n, a in arms.items()}
         """Each arm's optional members, read once (effectbench.core.capabilities)."""
         self._browser_arms = frozenset(n for n, c in self._caps.items() if c.uses_browser)
-        self._browsers: BrowserPool | None = None
         self._cdp_arms = frozenset(n for n, c in self._caps.items() if c.uses_browser_cdp)
-        self._cdp: CdpHub | None = None
         self._writer: Any = None
         self.executor = executor
         """Where episodes run (effectbench.executors); None runs them here, as always."""
@@ -526,9 +214,17 @@ class Scheduler:
                     f"{self.log_path} changed after it was read ({resume.events} events, now "
                     f"{writer.count}): another effectbench process wrote to it; resume again"
                 )
-            emit = writer.emit
-            self._emit = emit
             self._writer = writer
+            self._runner = EpisodeRunner(
+                self.provider,
+                self.arms,
+                self._caps,
+                self.options,
+                self.run_dir,
+                writer.emit,
+                self.health,
+                self._planned,
+            )
             if resume is None:
                 await writer.emit_event(
                     RunStarted(
@@ -539,6 +235,7 @@ class Scheduler:
                         concurrency=self.options.concurrency,
                         **self._execution(),
                         min_coverage=self.options.min_coverage,
+                        from_provider=self.options.from_provider() or None,
                     )
                 )
             else:
@@ -557,6 +254,7 @@ class Scheduler:
                         concurrency=self.options.concurrency,
                         **self._execution(),
                         min_coverage=self.options.min_coverage,
+                        from_provider=self.options.from_provider() or None,
                     )
                 )
             if self.observer is not None:
@@ -574,7 +272,7 @@ class Scheduler:
                             if self.executor is None:
                                 await self._run_all(pending)
                             else:
-                                await self.executor.run_all(self, pending)
+                                await self.executor.run_all(_Sink(self), pending)
                     # Interrupted means an episode of this session has no terminal event, for
                     # whatever reason; a signal after the last episode ended interrupts nothing.
                     done = self._finished + self._failed
@@ -591,7 +289,7 @@ class Scheduler:
                 self._work = None
                 with anyio.CancelScope(shield=True):
                     await self._emit_run_finished(writer, interrupted)
-                self._emit = None
+                self._runner = None
         if self._start_error is not None:
             raise self._start_error
         if self._storage_lost is not None:
@@ -628,7 +326,7 @@ class Scheduler:
     def _stop_for_storage(self, lost: OSError) -> bool:
         """The harness's storage failed in an episode: remember the first error and stop
         the run (its episodes in flight get no terminal event: resume reruns them). False
-        where there is no run to stop (an episode run on a Dask worker)."""
+        where there is no run to stop (its work scope is already gone)."""
         if self._work is None:
             return False
         if self._storage_lost is None:
@@ -659,82 +357,47 @@ class Scheduler:
                 work.cancel()
             # later signals: already stopping; keep the handler so the log closes cleanly
 
-    async def _start_browsers(self) -> bool:
-        """Start the run's browsers when an arm needs one; False (and the run's start
-        error set) when they cannot start."""
-        if not await self._start_cdp():
-            return False
-        if not self._browser_arms:
-            return True
-        from effectbench.browser import BrowserPool, default_browsers
+    async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
+        async with contextlib.AsyncExitStack() as browsers:
+            if not await self._enter_browsers(browsers):
+                return
+            hand_over = ProviderCapabilities.of(self.provider).use_state_dir
+            if hand_over is not None and self.state_root is not None:
+                hand_over(self.state_root)  # the per-run root for episode state (run/statedir.py)
+            await self._run_provider(pending)
 
-        pool = BrowserPool(
-            browsers=self.options.browsers or default_browsers(self.options.concurrency),
+    async def _enter_browsers(self, stack: contextlib.AsyncExitStack) -> bool:
+        """The run's browsers (effectbench.browser.lifecycle) when an arm needs one, for
+        as long as ``stack``; False (and the run's start error set) when they cannot start.
+        A run without browser arms does not even import the browser package."""
+        if not (self._browser_arms or self._cdp_arms):
+            return True
+        from effectbench.browser.lifecycle import BrowserStartError, run_browsers
+
+        browsers = run_browsers(
+            pages_for=self._browser_arms,
+            cdp_for=self._cdp_arms,
+            browsers=self.options.browsers,
+            concurrency=self.options.concurrency,
             tmp_dir=None if self.state_root is None else self.state_root / "browser",
         )
+        assert self._runner is not None
         try:
-            await pool.start()
-        except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
+            self._runner.browsers = await stack.enter_async_context(browsers)
+        except BrowserStartError as exc:  # raised after the log is closed, see run()
             self._start_error = ProviderStartError(
-                f"the browser for arm {', '.join(sorted(self._browser_arms))} failed to start: "
                 f"{exc}; nothing ran. Fix it, then continue with: "
                 f"effectbench run --resume {self.run_dir}"
             )
             return False
-        self._browsers = pool
         return True
-
-    async def _start_cdp(self) -> bool:
-        """The browser behind protocol agents' CDP endpoints, when an arm asks for one."""
-        if not self._cdp_arms:
-            return True
-        from effectbench.browser.cdp_proxy import CdpHub
-
-        hub = CdpHub()
-        try:
-            await hub.start()
-        except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
-            self._start_error = ProviderStartError(
-                f"the browser for arm {', '.join(sorted(self._cdp_arms))} failed to start: "
-                f"{exc}; nothing ran. Fix it, then continue with: "
-                f"effectbench run --resume {self.run_dir}"
-            )
-            return False
-        self._cdp = hub
-        return True
-
-    async def _stop_browsers(self) -> None:
-        hub, self._cdp = self._cdp, None
-        if hub is not None:
-            try:
-                await hub.stop()
-            except Exception as exc:  # noqa: BLE001 - must not hide the run's own result
-                log.error("browser.stop_failed", error=_one_line(exc))
-        pool, self._browsers = self._browsers, None
-        if pool is not None:
-            try:
-                await pool.stop()
-            except Exception as exc:  # noqa: BLE001 - must not hide the run's own result
-                log.error("browser.stop_failed", error=_one_line(exc))
-
-    async def _run_all(self, pending: Iterable[EpisodeSpec]) -> None:
-        if not await self._start_browsers():
-            await self._stop_browsers()
-            return
-        hand_over = ProviderCapabilities.of(self.provider).use_state_dir
-        if hand_over is not None and self.state_root is not None:
-            hand_over(self.state_root)  # the per-run root for episode state (run/statedir.py)
-        try:
-            await self._run_provider(pending)
-        finally:
-            await self._stop_browsers()
 
     async def _run_provider(self, pending: Iterable[EpisodeSpec]) -> None:
         try:
             await self.provider.start()
         except Exception as exc:  # noqa: BLE001 - raised after the log is closed, see run()
             self._start_error = ProviderStartError(
-                f"provider {self.provider.name!r} failed to start: {_one_line(exc)}; nothing ran. "
+                f"provider {self.provider.name!r} failed to start: {one_line(exc)}; nothing ran. "
                 f"Fix it, then continue with: effectbench run --resume {self.run_dir}"
             )
             return
@@ -746,7 +409,7 @@ class Scheduler:
                 return
             limiter = anyio.CapacityLimiter(self.options.concurrency)
             async with anyio.create_task_group() as watch:
-                for service in _services(self.provider):
+                for service in services_of(self.provider):
                     watch.start_soon(self.health.watch, service)
                 try:
                     # the arms' lifespans open their own task groups: they close inside
@@ -762,10 +425,11 @@ class Scheduler:
                 try:
                     await self.provider.stop()
                 except Exception as exc:  # noqa: BLE001 - a stop failure must not hide the run's own result
-                    log.error("provider.stop_failed", error=_one_line(exc))
+                    log.error("provider.stop_failed", error=one_line(exc))
             if scope.cancelled_caught:  # else a hung stop would hang Ctrl-C, which it ignores
                 log.error("provider.stop_failed", error=f"did not finish within {limit:g}s")
-            self._report_repeated_provider_errors()
+            if self._runner is not None:
+                self._runner.report_repeated_provider_errors()
 
     async def _enter_arms(self, stack: contextlib.AsyncExitStack) -> None:
         """Arms with a ``lifespan(run_dir)`` (a long-lived agent process) get it around
@@ -786,58 +450,6 @@ class Scheduler:
                 self._started += 1
             self._all_started = True
 
-    # ---- executor seam: what effectbench.executors needs to run episodes elsewhere ----
-
-    def bind_emit(
-        self, emit: Callable[[str, Mapping[str, Any], str | None], Awaitable[None]] | None
-    ) -> None:
-        """Route this scheduler's episode events to ``emit`` (a worker buffers them)."""
-        self._emit = emit
-
-    async def run_episode(self, spec: EpisodeSpec) -> None:
-        """One whole episode, exactly as the local path runs it, into the bound emit."""
-        await self._episode(spec)
-
-    def planned_data(self, spec: EpisodeSpec) -> dict[str, Any]:
-        return event_data(self._planned(spec))
-
-    def fail_start(self, message: str) -> None:
-        """The provider could not start (on a worker): end the run as a failed start does."""
-        if self._start_error is None:
-            self._start_error = ProviderStartError(message)
-
-    def note_started(self, *, all_started: bool = False) -> None:
-        if all_started:
-            self._all_started = True
-        else:
-            self._started += 1
-
-    async def record_episode(
-        self,
-        entries: Sequence[tuple[str, Mapping[str, Any], str | None, float | None]],
-        outcome: EpisodeOutcome,
-    ) -> None:
-        """Write a whole episode that ran elsewhere (its events keep their timestamps)."""
-        await self.write_events(entries)
-        if outcome.failure_class is None:
-            self._finished += 1
-        else:
-            self._failed += 1
-        if self.observer is not None:
-            self.observer.episode_done(outcome)
-
-    async def write_events(
-        self, entries: Sequence[tuple[str, Mapping[str, Any], str | None, float | None]]
-    ) -> None:
-        """Write events as they are (a ts of None: the writer's clock); an episode that a
-        lost service took (planned, then abandoned) counts as neither finished nor failed,
-        so ``--resume`` runs it again."""
-        emit = self._writer.emit
-        for type_, data, ep, ts in entries:
-            await emit(type_, data, ep, ts)
-
-    # ---- end of the executor seam ----
-
     async def _episode_slot(
         self, spec: EpisodeSpec, limiter: anyio.CapacityLimiter, token: object
     ) -> None:
@@ -846,355 +458,90 @@ class Scheduler:
         finally:
             limiter.release_on_behalf_of(token)
 
-    def _planned(self, spec: EpisodeSpec) -> EpisodePlanned:
-        task = spec.task
-        key = (task.task_id, spec.trial)
-        cached = self._effects.get(key)
-        if cached is None:  # every arm of a (task, trial) shares one resolved effect
-            effect = converter.unstructure(spec.effect)
-            # the same bytes hashing.content_hash(effect) hashes, without unstructuring twice
-            digest = hashlib.sha256(orjson.dumps(effect, option=orjson.OPT_SORT_KEYS)).hexdigest()
-            cached = (effect, digest)
-            if len(self._effects) < RESOLVE_CACHE_MAX:  # bounded: memory flat in the plan size
-                self._effects[key] = cached
-        effect, digest = cached
-        return EpisodePlanned(
-            arm=spec.arm,
-            task_id=task.task_id,
-            trial=spec.trial,
-            params=dict(spec.params),
-            category=task.category.value,
-            substrate=task.substrate.value,
-            split=task.split.value,
-            reversible=task.reversible,
-            effect_declared=task.effect_declared,
-            correct_action_available=task.correct_action_available,
-            effect=effect,
-            effect_hash=digest,
-        )
-
     async def _episode(self, spec: EpisodeSpec) -> None:
         """One episode; one that the harness's own storage cut off ends with no event."""
+        runner = self._runner
+        assert runner is not None
         try:
-            await self._episode_events(spec)
+            outcome = await runner.run(spec)
         except Exception as exc:
             lost = storage.storage_cause(exc)
             if lost is None or not self._stop_for_storage(lost):
                 raise
-
-    async def _episode_events(self, spec: EpisodeSpec) -> None:
-        emit = self._emit
-        assert emit is not None
-        ep = spec.episode_id
-        await self.health.ready()  # a service coming back: start on the new one
-        since = self.health.deaths
-        await emit(*_typed(self._planned(spec)), ep)
-        outcome = EpisodeOutcome(spec, FailureClass.UNKNOWN)
-        failure: _Episode | None = None
-        provisioned: ProvisionedEpisode | None = None
-        browser: EpisodeBrowser | None = None
-        cdp: CdpEpisode | None = None
-        try:
-            provisioned = await self._provision(spec)
-            if spec.arm in self._browser_arms:
-                browser = await self._open_browser(spec)
-                provisioned = attrs.evolve(
-                    provisioned, env=attrs.evolve(provisioned.env, browser=browser.page)
-                )
-            if spec.arm in self._cdp_arms:
-                cdp = await self._open_cdp(provisioned.env.channels)
-                provisioned = attrs.evolve(
-                    provisioned, env=attrs.evolve(provisioned.env, browser_cdp=cdp.url)
-                )
-            outcome = await self._drive(spec, provisioned)
-        except _Episode as exc:
-            failure = exc
-        except anyio.get_cancelled_exc_class() as exc:
-            try:  # the run is stopping: no terminal event, resume reruns it
-                await _reraise_if_stopping()
-            except BaseException:
-                if self.health.deaths > since:  # stopped by a lost service: counted against it
-                    self.health.abandoned(since)
-                raise
-            failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
-        except Exception as exc:  # a harness fault: never stop the run for it, but for storage
-            if storage.storage_cause(exc) is not None:
-                raise  # the harness's storage: not the episode's failure (_episode)
-            failure = _Episode(FailureClass.UNKNOWN, "harness", _one_line(exc))
-        finally:
-            if browser is not None:  # the context goes first: its page talks to the product
-                browser_error = await self._close_browser(browser)
-                if browser_error is not None and failure is None:
-                    failure = _Episode(FailureClass.ENVIRONMENT, "browser", browser_error)
-            if cdp is not None:
-                browser_error = await self._close_cdp(cdp)
-                if browser_error is not None and failure is None:
-                    failure = _Episode(FailureClass.ENVIRONMENT, "browser", browser_error)
-            if provisioned is not None:
-                teardown_error = await self._teardown(provisioned)
-                if teardown_error is not None and failure is None:
-                    failure = _Episode(FailureClass.ENVIRONMENT, "teardown", teardown_error)
-        if self.health.deaths > since:  # a service it ran on died meanwhile: never scored
-            loss = self.health.losses[since]
-            await emit(
-                *_typed(
-                    EpisodeAbandoned(f"{loss.service} died while it ran; resume runs it again")
-                ),
-                ep,
-            )
-            self.health.abandoned(since)
             return
-        if failure is None:
-            await emit(*_typed(EpisodeFinished()), ep)
+        if outcome is not None:  # None: abandoned, neither finished nor failed
+            self._count(outcome)
+
+    def _count(self, outcome: EpisodeOutcome) -> None:
+        if outcome.failure_class is None:
             self._finished += 1
         else:
-            await emit(
-                *_typed(EpisodeFailed(failure.failure_class, failure.stage, failure.error)), ep
-            )
             self._failed += 1
-            outcome = attrs.evolve(outcome, failure_class=failure.failure_class)
         if self.observer is not None:
             self.observer.episode_done(outcome)
 
-    def _provider_error(self, exc: Exception) -> None:
-        """The first occurrence of each distinct provider error goes to stderr with its
-        traceback (the log keeps only the one-line reason); later ones are counted."""
-        reason = _one_line(exc)
-        seen = self._provider_errors.get(reason, 0)
-        self._provider_errors[reason] = seen + 1
-        if not seen:
-            log.error("provider.error", phase="provision", error=reason, exc_info=exc)
 
-    def _report_repeated_provider_errors(self) -> None:
-        for reason, n in self._provider_errors.items():
-            if n > 1:
-                log.error(f"provider error {reason!r} occurred {n - 1} more time(s)")
+@attrs.frozen
+class _Sink:
+    """The run as an executor sees it (effectbench.executors.base.EpisodeSink): what it
+    needs to run episodes elsewhere and hand them back whole; the scheduler stays the
+    log's one writer and keeps the counts."""
 
-    async def _provision(self, spec: EpisodeSpec) -> ProvisionedEpisode:
-        emit = self._emit
-        assert emit is not None
-        t0 = time.perf_counter()
-        limit = self.options.provider_timeout
-        provisioned: object = None
-        try:
-            with anyio.move_on_after(self.options.provider_timeout) as scope:
-                provisioned = await self.provider.provision(spec.task, spec.trial, spec.params)
-        except SkipEpisode as exc:
-            raise _Episode(FailureClass.SKIPPED, "provision", _one_line(exc)) from exc
-        except Exception as exc:
-            self._provider_error(exc)
-            raise _Episode(FailureClass.ENVIRONMENT, "provision", _one_line(exc)) from exc
-        if scope.cancelled_caught:
-            raise _Episode(
-                FailureClass.ENVIRONMENT, "provision", f"provision did not finish within {limit:g}s"
-            )
-        if not isinstance(provisioned, ProvisionedEpisode):
-            raise _Episode(
-                FailureClass.ENVIRONMENT,
-                "provision",
-                f"provider returned {type(provisioned).__name__}, not a ProvisionedEpisode",
-            )
-        setup_ms = (time.perf_counter() - t0) * 1000.0
-        await emit(*_typed(EpisodeProvisioned(setup_ms)), spec.episode_id)
-        return provisioned
+    _run: Scheduler
 
-    async def _open_browser(self, spec: EpisodeSpec) -> EpisodeBrowser:
-        """A fresh browser context and page for this episode."""
-        assert self._browsers is not None
-        return await self._open_within(self._browsers.open, "browser page")
+    @property
+    def run_id(self) -> str:
+        return self._run.run_id
 
-    async def _open_cdp(self, channels: Mapping[str, str]) -> CdpEpisode:
-        """A fresh context and its CDP endpoint for a protocol agent's episode, limited
-        to the product's origins (those of its channels' URLs)."""
-        from effectbench.browser.policy import OriginPolicy
+    @property
+    def plan(self) -> Plan:
+        return self._run.plan
 
-        hub = self._cdp
-        assert hub is not None
-        policy = OriginPolicy.of_channels(channels)
-        return await self._open_within(lambda: hub.open(policy), "browser context")
+    @property
+    def options(self) -> RunOptions:
+        return self._run.options
 
-    async def _open_within(self, open_: Callable[[], Awaitable[_T]], what: str) -> _T:
-        """``open_()`` within the provider timeout; a failure or a timeout is an
-        environment failure of the episode (stage ``browser``)."""
-        limit = self.options.provider_timeout
-        opened: _T | None = None
-        try:
-            with anyio.move_on_after(limit):
-                opened = await open_()
-        except Exception as exc:
-            raise _Episode(FailureClass.ENVIRONMENT, "browser", _one_line(exc)) from exc
-        if opened is None:
-            raise _Episode(FailureClass.ENVIRONMENT, "browser", f"no {what} within {limit:g}s")
-        return opened
+    @property
+    def run_dir(self) -> Path:
+        return self._run.run_dir
 
-    async def _close_cdp(self, episode: CdpEpisode) -> str | None:
-        """Always runs: the context goes even when the agent failed or timed out."""
-        hub = self._cdp
-        try:
-            if hub is not None:
-                await hub.close(episode)
-        except Exception as exc:  # noqa: BLE001 - the browser's failure, not the arm's
-            return _one_line(exc)
-        return None
+    @property
+    def state_root(self) -> Path | None:
+        return self._run.state_root
 
-    async def _close_browser(self, browser: EpisodeBrowser) -> str | None:
-        """Always runs, even when the arm failed, timed out or the run is being cancelled."""
-        try:
-            await browser.close()
-        except Exception as exc:  # noqa: BLE001 - the browser's failure, not the arm's
-            return _one_line(exc)
-        return None
+    @property
+    def health(self) -> Health:
+        return self._run.health
 
-    async def _emit_telemetry(self, telemetry: Telemetry, ep: str) -> None:
-        """Actions, with the screenshots kept by ``--screenshots`` in between, in order."""
-        emit = self._emit
-        assert emit is not None
-        shots = list(telemetry.screenshots)
-        if self.options.screenshots == "none":
-            shots = []
-        elif self.options.screenshots == "final":
-            shots = shots[-1:]
-        actions = list(telemetry.actions)
-        for i in range(len(actions) + 1):
-            for shot in shots:
-                if shot.after == i or (i == len(actions) and shot.after > i):
-                    data = await anyio.to_thread.run_sync(
-                        _store_screenshot, self.run_dir, shot.png, shot.label
-                    )
-                    await emit(*_typed(ArmScreenshot(**data)), ep)
-            if i < len(actions):
-                action = actions[i]
-                await emit(*_typed(ArmAction(str(action.kind), _json_safe(action.detail))), ep)
+    @property
+    def start_failed(self) -> bool:
+        return self._run._start_error is not None
 
-    async def _teardown(self, provisioned: ProvisionedEpisode) -> str | None:
-        """Always runs, even when the run is being cancelled; bounded by teardown_timeout."""
-        limit = self.options.teardown_timeout
-        with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
-            try:
-                await provisioned.teardown()
-            except Exception as exc:  # noqa: BLE001 - provider code: an environment failure
-                return _one_line(exc)
-        if scope.cancelled_caught:
-            return f"teardown did not finish within {limit:g}s"
-        return None
+    def planned(self, spec: EpisodeSpec) -> dict[str, Any]:
+        return self._run._planned.data(spec)
 
-    async def _read_oracle(
-        self, oracle: Oracle, spec: EpisodeSpec, event: type[PreSnapshot | PostRead], stage: str
-    ) -> Snapshot:
-        """Read until readable or out of re-reads; every attempt is an event."""
-        emit = self._emit
-        assert emit is not None
-        attempts = 1 + self.options.oracle_retries
-        snapshot = Snapshot.unreadable("not read")
-        for attempt in range(attempts):
-            if attempt:
-                await anyio.sleep(self.options.oracle_delay(attempt))
-            try:
-                with anyio.move_on_after(self.options.provider_timeout) as scope:
-                    snapshot = await oracle.read()
-                if scope.cancelled_caught:
-                    snapshot = Snapshot.unreadable(
-                        f"oracle read did not finish within {self.options.provider_timeout:g}s"
-                    )
-                elif not isinstance(snapshot, Snapshot):
-                    snapshot = Snapshot.unreadable(
-                        f"oracle returned {type(snapshot).__name__}, not a Snapshot"
-                    )
-            except Exception as exc:  # noqa: BLE001 - the protocol says return unreadable; treat a raise the same way
-                snapshot = Snapshot.unreadable(_one_line(exc))
-            await emit(*_typed(event(attempt, _snapshot_data(snapshot))), spec.episode_id)
-            if snapshot.readable:
-                return snapshot
-        raise _Episode(
-            FailureClass.EVALUATION,
-            stage,
-            f"oracle unreadable after {attempts} read(s): {snapshot.error or 'no reason given'}",
-        )
+    def started(self) -> None:
+        self._run._started += 1
 
-    async def _drive(self, spec: EpisodeSpec, provisioned: ProvisionedEpisode) -> EpisodeOutcome:
-        emit = self._emit
-        assert emit is not None
-        ep = spec.episode_id
-        pre = await self._read_oracle(provisioned.oracle, spec, PreSnapshot, "pre_snapshot")
+    def all_started(self) -> None:
+        self._run._all_started = True
 
-        arm = self.arms[spec.arm]
-        caps = self._caps[spec.arm]
-        env = provisioned.env
-        telemetry: Telemetry = env.telemetry
-        telemetry.screenshot_policy = self.options.screenshots
-        budget = telemetry.log_budget = LogBudget(self.options.agent_log_budget)
-        view = TaskView.of(
-            spec.task, spec.trial, episode_id=ep, params=spec.params, effect=spec.effect
-        )
-        await emit(*_typed(ArmStarted()), ep)
-        t0 = time.perf_counter()
-        arm_error: str | None = None
-        report: Any = None
-        timeout = self.options.episode_timeout
-        limit = anyio.CancelScope(
-            deadline=math.inf if timeout is None else anyio.current_time() + timeout
-        )
-        try:
-            with limit:
-                report = await arm.run(view, env)
-        except anyio.get_cancelled_exc_class() as exc:
-            await _reraise_if_stopping()
-            arm_error = f"arm {spec.arm!r} raised {_one_line(exc)}"
-        except Exception as exc:  # noqa: BLE001 - whatever the arm raises is an agent failure
-            arm_error = f"arm {spec.arm!r} raised {_one_line(exc, _ARM_REASON_MAX)}"
-        if limit.cancelled_caught:
-            arm_error = f"arm {spec.arm!r} ran past the episode timeout of {timeout:g}s"
-        wall_ms = (time.perf_counter() - t0) * 1000.0
-        if arm_error is None and not isinstance(report, AgentReport):
-            arm_error = f"arm {spec.arm!r} returned {type(report).__name__}, not an AgentReport"
+    def fail_start(self, message: str) -> None:
+        if self._run._start_error is None:
+            self._run._start_error = ProviderStartError(message)
 
-        if arm_error is None:
-            arm_error = _over_budget(budget, report)
-            if arm_error is not None:
-                arm_error = f"arm {spec.arm!r} {arm_error}"
-        calls, out_of_range = _bounded_calls(telemetry.model_calls)
-        if out_of_range is not None and arm_error is None:
-            arm_error = f"arm {spec.arm!r} recorded a model call out of range: {out_of_range}"
-        await self._emit_telemetry(telemetry, ep)
-        for injected in _injections(provisioned):
-            await emit(*_typed(Injected(str(injected.kind), _json_safe(injected.detail))), ep)
-        await emit(
-            *_typed(
-                ArmTelemetry(
-                    **_telemetry_data(
-                        price_calls(calls, self.options.prices),
-                        _action_count(len(telemetry.actions), caps.records_actions),
-                        counts_model=caps.uses_model,
-                        failed=arm_error is not None,
-                    )
-                )
-            ),
-            ep,
-        )
-        gone = _environment_gone(provisioned)
-        if gone is not None:  # the arm's trouble, if any, followed from it: not the agent's
-            then = f"; then {arm_error}" if arm_error is not None else ""
-            raise _Episode(FailureClass.ENVIRONMENT, gone[0], f"{gone[1]}{then}")
-        if arm_error is not None:
-            raise _Episode(FailureClass.AGENT, "arm", arm_error)
-        assert isinstance(report, AgentReport)
-        reported = Reported(
-            reported_success=bool(report.reported_success),
-            halted=bool(report.halted),
-            message=str(report.message),
-            wall_ms=wall_ms,
-        )
-        await emit(*_typed(reported), ep)
-        post = await self._read_oracle(provisioned.oracle, spec, PostRead, "post_read")
-        program = reference_program(spec.effect, self.arms)
-        if program is not None:  # a reference-mode diff: its expected diff comes from a twin
-            twin_error = await run_twin(self.provider, spec, *program, self.options, emit)
-            if twin_error is not None:
-                raise _Episode(FailureClass.ENVIRONMENT, "reference", twin_error)
-        if caps.mutation_audit and spec.trial == 0 and wants_mutations(spec.task):
-            # the audit's reference asks for its oracle to be mutation-tested (run/mutate.py)
-            await run_mutations(self.provider, spec, arm, self.options, emit, pre)
-        return EpisodeOutcome(spec, None, report, pre, post)
+    async def run_here(self, pending: Iterable[EpisodeSpec]) -> None:
+        await self._run._run_all(pending)
+
+    async def record(self, entries: Sequence[Line], outcome: EpisodeOutcome | None = None) -> None:
+        """Write lines as they are (their ts; None: the writer's clock), then count the
+        episode; without an outcome (one a lost service took: planned, then abandoned) it
+        counts as neither finished nor failed, so ``--resume`` runs it again."""
+        emit = self._run._writer.emit
+        for type_, data, ep, ts in entries:
+            await emit(type_, data, ep, ts)
+        if outcome is not None:
+            self._run._count(outcome)
 
 
 __all__ = [

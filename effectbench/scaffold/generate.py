@@ -68,7 +68,7 @@ def _files(names: Names, http: bool) -> list[tuple[str, str]]:
     """(template, path in the package) for every file the package gets."""
     pkg, snake = names.pkg, names.pkg.removeprefix("effectbench_")
     common = ["__init__", "store", "oracle", "tasks", "provider"]
-    variant = ["app", "server", "client"] if http else ["channels"]
+    variant = ["app", "client"] if http else ["channels"]
     return [
         ("pyproject.toml.j2", "pyproject.toml"),
         ("README.md.j2", "README.md"),

@@ -26,7 +26,7 @@ def audit_report(
     trials: int = 1,
     concurrency: int = 8,
     tasks: Sequence[str] = (),
-    provider_timeout: float = 60.0,
+    provider_timeout: float | None = None,
 ) -> AuditReport:
     """Run ``effectbench audit`` on ``provider`` (an instance or a registered name) into
     ``out_dir`` and return its report: ``report.ok``, and per task ``status`` and

@@ -5,7 +5,8 @@ count against the manifest), the plan hash and pack fingerprint, that every plan
 episode's payload and effect come from the plan, then rebuilds every artifact from
 the log through the same code path ``rescore`` uses (labels re-derived by judge and
 classify from the raw report and the oracle's pre/post readings) and compares,
-row by row and metric by metric, with what is on disk.
+row by row and metric by metric, with what is on disk. Each check of the log walk is a
+rule of ``run_rules.py`` (its tables: docs/leaderboard.md).
 
 The submission format and its check live in ``export`` and ``submission``; their names
 are re-exported here because this module was once the verifier's only home.
@@ -13,9 +14,10 @@ are re-exported here because this module was once the verifier's only home.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,17 +26,14 @@ import orjson
 
 from effectbench.audit.attest import attestations
 from effectbench.core.hashing import content_hash
-from effectbench.core.model import (
-    TaskSpec,
-    trial_params,
-)
+from effectbench.core.model import TaskSpec, trial_params
+from effectbench.log.reader import LoggedEvent
 from effectbench.outputs.artifacts import (
     LOG_FILE,
     MANIFEST_FILE,
     METRICS_FILE,
     RESULTS_FILE,
     SUMMARY_FILE,
-    TASK_AXES,
     ArtifactError,
     build_artifacts,
     recompute_metrics_from_results,
@@ -49,39 +48,27 @@ from effectbench.verify.compare import (
     compare,
     first_difference,
     load_json,
-    task_axis,
 )
 from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA, export_submission
 from effectbench.verify.results_check import compare_results
+from effectbench.verify.run_rules import (
+    EPISODE_RULES,
+    IMAGE_RULES,
+    PLAN_RULES,
+    SEEN_KEY,
+    ImageFacts,
+    PlanFacts,
+    PlannedFacts,
+    reasons_of,
+)
 from effectbench.verify.scratch import Scratch
-
-SEEN_KEY: Final = "screenshot"
-"""A computer action's detail key naming (sha256) the stored screenshot it was chosen
-from (``effectbench.arms.computer_use``: set only when every screenshot is kept)."""
-
-
-def _cited_screenshot(data: Mapping[str, Any], ep: str, scratch: Scratch) -> str | None:
-    """Why an action's cited screenshot is not one its episode logged before it."""
-    detail = data.get("detail")
-    if data.get("kind") != "computer" or not isinstance(detail, Mapping):
-        return None
-    cited = detail.get(SEEN_KEY)
-    if cited is None:
-        return None
-    if not scratch.has("shot", f"{ep}\0{cited}"):
-        return (
-            f"cites screenshot {str(cited)[:16]}... that its episode did not log before it "
-            "(every screenshot an action was chosen from is stored and logged first)"
-        )
-    return None
-
-
 from effectbench.verify.seals import coverage_lines, uncontained_arms
 from effectbench.verify.submission import verify_submission
 
 __all__ = [
     "FLOAT_TOLERANCE",
     "SEED_RULE",
+    "SEEN_KEY",
     "SUBMISSION_SCHEMA",
     "VerifyReport",
     "export_submission",
@@ -129,129 +116,113 @@ def _plan_checks(
     scratch: Scratch,
     known_bad_line: int | None = None,
 ) -> Mapping[str, Any]:
-    """Plan hash, pack fingerprint, and every episode.planned payload/effect against the plan;
-    returns the plan's ``arm_versions`` (what code each arm is), empty without a plan.
+    """The log walk of the run check: the plan in ``run.started`` through ``PLAN_RULES``,
+    then every ``episode.planned`` through ``EPISODE_RULES`` and every screenshot and
+    action through ``IMAGE_RULES`` (``run_rules.py``); returns the plan's ``arm_versions``
+    (what code each arm is), empty without a plan.
 
     ``known_bad_line``: a line the chain check already reported; stopping there is no news."""
-    from effectbench.core.codec import converter, structure_any_effect
-    from effectbench.core.events import TERMINAL_TYPES, ArmAction, ArmScreenshot
-    from effectbench.core.evidence import check_blob
     from effectbench.log.reader import LogCorrupt, LogError, read_log
-    from effectbench.run.plan import episode_id, hash_identity, pack_fingerprint
 
-    source = LOG_FILE
-    tasks: dict[str, TaskSpec] = {}
-    expected_hash: dict[tuple[str, int], tuple[dict[str, str], str]] = {}
     arm_versions: dict[str, Any] = {}
     try:
         events = iter(read_log(run_dir / LOG_FILE, verify=verify_chain))
-        for ev in events:
-            if ev.type == "run.started" and ev.ep is None:
-                plan = ev.data.get("plan") or {}
-                if isinstance(plan.get("arm_versions"), dict):
-                    arm_versions = dict(plan["arm_versions"])
-                if hash_identity(plan) != ev.data.get("plan_hash"):
-                    reasons.add(
-                        source,
-                        f"plan_hash in run.started (#{ev.seq}) does not hash the plan it carries",
-                    )
-                try:
-                    specs = [converter.structure(t, TaskSpec) for t in plan.get("tasks", ())]
-                except Exception as exc:  # noqa: BLE001 - untrusted log content
-                    reasons.add(source, f"the plan's tasks cannot be rebuilt: {exc}")
-                    return arm_versions
-                if pack_fingerprint(specs) != plan.get("pack_fingerprint"):
-                    reasons.add(source, "pack fingerprint in the plan does not match its tasks")
-                if [t.task_id for t in specs] != list(plan.get("task_ids") or []):
-                    reasons.add(source, "the plan's task_ids differ from its tasks")
-                tasks = {t.task_id: t for t in specs}
-                break
-        else:
-            reasons.add(source, "no run.started event: the log does not carry its plan")
+        started = next((ev for ev in events if ev.type == "run.started" and ev.ep is None), None)
+        if started is None:
+            reasons.add(LOG_FILE, "no run.started event: the log does not carry its plan")
             return arm_versions
-        blobs: dict[tuple[str, str], str | None] = {}
-        for ev in events:
-            if ev.type in TERMINAL_TYPES and ev.ep is not None:
-                scratch.add("terminated", ev.ep)
-                continue
-            if ev.type == ArmScreenshot.TYPE:  # one image is hashed once, however often cited
-                cited = (str(ev.data.get("sha256")), str(ev.data.get("path")))
-                if cited not in blobs:
-                    if len(blobs) >= _CACHE_MAX:  # bounded: memory flat in the run's length
-                        blobs.clear()
-                    blobs[cited] = check_blob(run_dir, ev.data)
-                why = blobs[cited]
-                if why is not None:
-                    reasons.add(source, f"event #{ev.seq} ({ev.ep}): screenshot {why}")
-                scratch.add("shot", f"{ev.ep}\0{cited[0]}")
-                continue
-            if ev.type == ArmAction.TYPE:
-                why = _cited_screenshot(ev.data, str(ev.ep), scratch)
-                if why is not None:
-                    reasons.add(source, f"event #{ev.seq} ({ev.ep}): action {why}")
-                continue
-            if ev.type != "episode.planned":
-                continue
-            d = ev.data
-            if ev.ep is not None and scratch.has("terminated", ev.ep):
-                reasons.add(
-                    source,
-                    f"event #{ev.seq} plans episode {ev.ep} again after it terminated: the rerun "
-                    "would replace the scored attempt (the scheduler never reruns a finished "
-                    "episode)",
-                )
-            task = tasks.get(str(d.get("task_id")))
-            trial = d.get("trial")
-            if task is None or not isinstance(trial, int):
-                reasons.add(
-                    source,
-                    f"event #{ev.seq} plans episode {ev.ep} for a task or trial not in the plan",
-                )
-                continue
-            own_id = episode_id(str(d.get("arm")), task.task_id, trial)
-            if ev.ep != own_id:
-                reasons.add(
-                    source,
-                    f"event #{ev.seq} plans ({d.get('arm')}, {task.task_id}, {trial}) under the "
-                    f"id {ev.ep!r}, not {own_id!r}: a second id for one planned episode would "
-                    "replace it",
-                )
-            key = (task.task_id, trial)
-            if key not in expected_hash:
-                if len(expected_hash) >= _CACHE_MAX:
-                    expected_hash.clear()
-                params = trial_params(task, trial)
-                expected_hash[key] = (params, content_hash(task.expected_effect.resolve(params)))
-            params, effect_hash = expected_hash[key]
-            if d.get("params") != params:
-                reasons.add(
-                    source,
-                    f"event #{ev.seq} ({ev.ep}): params are not the trial payload of "
-                    f"({task.task_id}, {trial})",
-                )
-            try:
-                logged = structure_any_effect(d.get("effect")).resolve(d.get("params") or {})
-                logged_hash = content_hash(logged)
-            except Exception:  # noqa: BLE001 - untrusted log content
-                logged_hash = None
-            if logged_hash != effect_hash or d.get("effect_hash") != effect_hash:
-                reasons.add(
-                    source,
-                    f"event #{ev.seq} ({ev.ep}): the effect scored is not the plan's effect for "
-                    "this trial",
-                )
-            for field in TASK_AXES:
-                want = task_axis(task, field)
-                if d.get(field) != want:
-                    reasons.add(
-                        source,
-                        f"event #{ev.seq} ({ev.ep}): {field} {d.get(field)!r} differs from the "
-                        "plan",
-                    )
+        facts = _plan_facts(started.seq, started.data)
+        if isinstance(facts.plan.get("arm_versions"), dict):
+            arm_versions = dict(facts.plan["arm_versions"])
+        for why in reasons_of(PLAN_RULES, facts):
+            reasons.add(LOG_FILE, why)
+        if facts.tasks is not None:
+            tasks = {t.task_id: t for t in facts.tasks}
+            _walk_episodes(run_dir, events, tasks, reasons, scratch)
     except LogError as exc:
         if not (isinstance(exc, LogCorrupt) and exc.line_no == known_bad_line):
-            reasons.add(source, f"cannot be read past {exc}")
+            reasons.add(LOG_FILE, f"cannot be read past {exc}")
     return arm_versions
+
+
+def _plan_facts(seq: int, data: Mapping[str, Any]) -> PlanFacts:
+    """The plan ``run.started`` carries, with its tasks rebuilt where they can be."""
+    from effectbench.core.codec import converter
+
+    plan = data.get("plan") or {}
+    try:
+        specs = tuple(converter.structure(t, TaskSpec) for t in plan.get("tasks", ()))
+    except Exception as exc:  # noqa: BLE001 - untrusted log content
+        return PlanFacts(seq, plan, data.get("plan_hash"), None, str(exc))
+    return PlanFacts(seq, plan, data.get("plan_hash"), specs)
+
+
+def _walk_episodes(
+    run_dir: Path,
+    events: Iterator[LoggedEvent],
+    tasks: Mapping[str, TaskSpec],
+    reasons: Reasons,
+    scratch: Scratch,
+) -> None:
+    """Every event after the plan: episodes that ended are remembered (``scratch``), the
+    rest go through the table of their kind."""
+    from effectbench.core.events import TERMINAL_TYPES, ArmAction, ArmScreenshot
+    from effectbench.core.evidence import check_blob
+
+    plans = _PlanMemo(tasks)
+    blobs: dict[tuple[str, str], str | None] = {}
+    for ev in events:
+        found: list[str] = []
+        if ev.type in TERMINAL_TYPES and ev.ep is not None:
+            scratch.add("terminated", ev.ep)
+        elif ev.type == ArmScreenshot.TYPE:  # one image is hashed once, however often cited
+            cited = (str(ev.data.get("sha256")), str(ev.data.get("path")))
+            if cited not in blobs:
+                if len(blobs) >= _CACHE_MAX:  # bounded: memory flat in the run's length
+                    blobs.clear()
+                blobs[cited] = check_blob(run_dir, ev.data)
+            found = reasons_of(
+                IMAGE_RULES, ImageFacts(ev.type, ev.seq, ev.ep, ev.data, blobs[cited])
+            )
+            scratch.add("shot", f"{ev.ep}\0{cited[0]}")
+        elif ev.type == ArmAction.TYPE:
+            shown = functools.partial(_shown, scratch, ev.ep)
+            found = reasons_of(
+                IMAGE_RULES, ImageFacts(ev.type, ev.seq, ev.ep, ev.data, shown=shown)
+            )
+        elif ev.type == "episode.planned":
+            terminated = ev.ep is not None and scratch.has("terminated", ev.ep)
+            found = reasons_of(EPISODE_RULES, plans.facts(ev, terminated))
+        for why in found:
+            reasons.add(LOG_FILE, why)
+
+
+def _shown(scratch: Scratch, ep: str | None, sha: str) -> bool:
+    """Whether episode ``ep`` logged a screenshot of ``sha`` so far."""
+    return scratch.has("shot", f"{ep}\0{sha}")
+
+
+@attrs.define
+class _PlanMemo:
+    """What the plan gives each (task, trial): its payload and its effect's hash, computed
+    once per pair and kept for at most ``_CACHE_MAX`` pairs."""
+
+    tasks: Mapping[str, TaskSpec]
+    _expected: dict[tuple[str, int], tuple[dict[str, str], str]] = attrs.field(factory=dict)
+
+    def facts(self, ev: LoggedEvent, terminated: bool) -> PlannedFacts:
+        task = self.tasks.get(str(ev.data.get("task_id")))
+        trial = ev.data.get("trial")
+        if task is None or not isinstance(trial, int):
+            return PlannedFacts(ev.seq, ev.ep, ev.data, task, terminated)
+        key = (task.task_id, trial)
+        if key not in self._expected:
+            if len(self._expected) >= _CACHE_MAX:
+                self._expected.clear()
+            params = trial_params(task, trial)
+            self._expected[key] = (params, content_hash(task.expected_effect.resolve(params)))
+        params, effect_hash = self._expected[key]
+        return PlannedFacts(ev.seq, ev.ep, ev.data, task, terminated, params, effect_hash)
 
 
 def _explain_unbuilt(rebuilt_manifest: Mapping[str, Any], reasons: Reasons, hint: str) -> None:

@@ -1,6 +1,7 @@
 """The submission check: a leaderboard submission's labels and metrics re-derived from its raw rows.
 
 Format in docs/leaderboard.md; every claim that the rows do not reproduce is a reason.
+What is checked of each row is a rule of ``submission_rules.ROW_RULES``.
 """
 
 from __future__ import annotations
@@ -12,34 +13,16 @@ from typing import Any
 
 import attrs
 
-from effectbench.core.hashing import content_hash
-from effectbench.core.model import (
-    SPEC_VERSION,
-    AnyEffect,
-    DiffEffect,
-    FailureClass,
-    Snapshot,
-    TaskSpec,
-    trial_params,
-    trial_tag,
-)
-from effectbench.outputs.artifacts import (
-    TASK_AXES,
-    scoring_version,
-)
+from effectbench.core.model import SPEC_VERSION, FailureClass, TaskSpec
+from effectbench.outputs.artifacts import scoring_version
 from effectbench.outputs.coverage import recorded_threshold
 from effectbench.projections.metrics import MetricsAccumulator, PlanIndex, TaskAxes
 from effectbench.scoring.records import EpisodeRecord, EpisodeTelemetry
-from effectbench.verify.compare import (
-    LABEL_FIELDS,
-    Reasons,
-    VerifyReport,
-    compare,
-    load_json,
-    task_axis,
-)
+from effectbench.verify.compare import Reasons, VerifyReport, compare, load_json
 from effectbench.verify.export import SEED_RULE, SUBMISSION_SCHEMA, coverage_block
+from effectbench.verify.run_rules import reasons_of
 from effectbench.verify.seals import coverage_lines, uncontained_arms
+from effectbench.verify.submission_rules import ROW_RULES, RowFacts, row_facts
 
 __all__ = ["verify_submission"]
 
@@ -52,151 +35,25 @@ def _num_or_none(value: Any) -> Any:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _snapshot(raw: Any, what: str) -> Snapshot:
-    from effectbench.core.codec import converter
-
-    if raw is None:
-        return Snapshot.unreadable(f"no {what} in the row")
-    return converter.structure(raw, Snapshot)
-
-
-def _twin_reads(
-    where: str, row: Mapping[str, Any], effect: AnyEffect, reasons: Reasons, source: str
-) -> tuple[Snapshot, Snapshot] | None:
-    """A reference-mode row's twin reads (its expected diff comes from them), structured;
-    a reason for a row that carries them without a reference-mode effect, or names another
-    program. Malformed reads raise (the caller's untrusted-content path)."""
-    ref = row.get("reference")
-    is_reference = isinstance(effect, DiffEffect) and effect.is_reference
-    if ref is None:
-        return None
-    if not is_reference:
-        reasons.add(
-            source,
-            f"{where}: carries twin reads (reference), but its effect is not a reference-mode "
-            "diff: nothing would check them",
-        )
-        return None
-    assert isinstance(effect, DiffEffect)
-    if not isinstance(ref, dict):
-        raise TypeError("reference is not an object of the twin's two reads")
-    if ref.get("program") != effect.reference:
-        reasons.add(
-            source,
-            f"{where}: twin reads are of program {ref.get('program')!r}, not the task's "
-            f"reference program {effect.reference!r}",
-        )
-    return (
-        _snapshot(ref.get("pre_snapshot"), "twin pre-snapshot"),
-        _snapshot(ref.get("post_snapshot"), "twin post-read"),
-    )
-
-
 def _rederive(
     where: str, row: Mapping[str, Any], task: TaskSpec, trial: int, reasons: Reasons, source: str
 ) -> EpisodeRecord | None:
-    """The row's labels from its raw fields; every mismatch with its claims is a reason."""
-    from effectbench.core.codec import converter, structure_any_effect
-    from effectbench.scoring.labels import score_episode
+    """The row's labels from its raw fields, through every rule of ``ROW_RULES``; each
+    mismatch with its claims is a reason. None when no label can be derived."""
+    facts = row_facts(where, row, task, trial)
+    for why in reasons_of(ROW_RULES, facts):
+        reasons.add(source, why)
+    if facts.expected is None:
+        return None
+    return _record(facts, facts.expected)
 
-    params = trial_params(task, trial)
-    tag = trial_tag(task.task_id, trial)
-    row_params = row.get("params")
-    if not isinstance(row_params, dict):
-        reasons.add(source, f"{where}: params missing; the trial payload cannot be checked")
-    elif any("{tag}" in t for t in task.params.values()) and not any(
-        isinstance(v, str) and tag in v for v in row_params.values()
-    ):
-        reasons.add(
-            source,
-            f"{where}: params carry no trial tag {tag} for ({task.task_id}, trial {trial}); "
-            "the declared trials/seeds do not reproduce this payload",
-        )
-    elif row_params != params:
-        reasons.add(
-            source, f"{where}: params differ from the payload the declared trials/seeds give"
-        )
-    effect = task.expected_effect.resolve(params)
-    effect_hash = content_hash(effect)
-    try:
-        row_effect_hash = content_hash(structure_any_effect(row.get("effect")))
-    except Exception:  # noqa: BLE001 - untrusted submission content
-        row_effect_hash = None
-    if row_effect_hash != effect_hash or row.get("effect_hash") != effect_hash:
-        reasons.add(source, f"{where}: effect is not the task's declared effect for this trial")
-    for field in TASK_AXES:
-        want = task_axis(task, field)
-        if row.get(field) != want:
-            reasons.add(
-                source, f"{where}: {field} {row.get(field)!r} differs from the task's {want!r}"
-            )
 
-    reported = row.get("reported_success")
-    claimed_fc = row.get("failure_class")
-    post_raw = row.get("post_snapshot")
-    expected: dict[str, Any]
-    verdict_reasons: tuple[str, ...] = ()
-    if (
-        isinstance(reported, bool)
-        and post_raw is not None
-        and claimed_fc in (None, FailureClass.EVALUATION.value)
-    ):
-        try:
-            post = converter.structure(post_raw, Snapshot)
-            pre = _snapshot(row.get("pre_snapshot"), "pre-snapshot")
-            twin = _twin_reads(where, row, effect, reasons, source)
-        except Exception as exc:  # noqa: BLE001 - untrusted submission content
-            reasons.add(source, f"{where}: oracle readings are malformed ({exc})")
-            return None
-        if twin is None and isinstance(effect, DiffEffect) and effect.is_reference:
-            reasons.add(
-                source,
-                f"{where}: a reference-mode diff, but the row carries no twin reads "
-                "(reference): its expected diff cannot be re-derived",
-            )
-        verdict, cls = score_episode(
-            effect,
-            pre,
-            post,
-            reported_success=reported,
-            correct_action_available=task.correct_action_available,
-            reference=twin,
-        )
-        verdict_reasons = verdict.reasons
-        expected = {
-            "true_state": verdict.true_state.value,
-            "outcome": None if cls.outcome is None else cls.outcome.value,
-            "swer_variant": None if cls.swer_variant is None else cls.swer_variant.value,
-            "eligible": cls.scoreable,
-            "failure_class": None if cls.scoreable else FailureClass.EVALUATION.value,
-        }
-    else:
-        try:
-            fc = FailureClass(str(claimed_fc))
-        except ValueError:
-            reasons.add(
-                source,
-                f"{where}: no agent report and oracle reading to score, and no valid failure_class "
-                f"({claimed_fc!r}) saying why",
-            )
-            return None
-        expected = {
-            "true_state": None,
-            "outcome": None,
-            "swer_variant": None,
-            "eligible": False,
-            "failure_class": fc.value,
-        }
-    for field in LABEL_FIELDS:
-        if field == "true_state" and expected["true_state"] is None:
-            continue  # a failed episode may or may not state an unreadable reading
-        if row.get(field) != expected[field]:
-            reasons.add(
-                source,
-                f"{where}: {field} claimed {row.get(field)!r}, re-derived {expected[field]!r}",
-            )
+def _record(facts: RowFacts, expected: Mapping[str, Any]) -> EpisodeRecord:
+    """The row as the metrics count it, with the re-derived labels."""
     from effectbench.core.model import Outcome, SwerVariant, TrueState
 
+    row, task, trial = facts.row, facts.task, facts.trial
+    reported = row.get("reported_success")
     tel = row.get("telemetry") if isinstance(row.get("telemetry"), dict) else {}
     assert isinstance(tel, dict)
     return EpisodeRecord(
@@ -221,7 +78,7 @@ def _rederive(
         failure_class=None
         if expected["failure_class"] is None
         else FailureClass(expected["failure_class"]),
-        verdict_reasons=verdict_reasons,
+        verdict_reasons=facts.verdict_reasons,
         telemetry=EpisodeTelemetry(
             **{k: _num_or_none(tel.get(k)) for k in attrs.fields_dict(EpisodeTelemetry)}
         ),

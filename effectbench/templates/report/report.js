@@ -1,5 +1,6 @@
-// Opens the drill-down a link points to, and filters the episode index. Nothing else:
-// the page is complete without this script.
+// Opens the drill-down a link points to, filters the episode index, and steps through
+// each filmstrip one frame at a time. Nothing else: the page is complete without this
+// script (every frame then shows, in order).
 (function () {
   "use strict";
   function openTarget() {
@@ -24,4 +25,28 @@
       }
     });
   }
+  function filmstrip(strip) {
+    var frames = strip.querySelectorAll(".fs-frame");
+    var nav = strip.querySelector(".fs-nav");
+    if (frames.length < 2 || !nav) return;
+    var prev = nav.querySelector(".fs-prev"), next = nav.querySelector(".fs-next");
+    var pos = nav.querySelector(".fs-pos"), at = 0;
+    function show(i) {
+      at = Math.max(0, Math.min(frames.length - 1, i));
+      for (var k = 0; k < frames.length; k++) frames[k].hidden = k !== at;
+      pos.textContent = "frame " + (at + 1) + " of " + frames.length;
+      prev.disabled = at === 0;
+      next.disabled = at === frames.length - 1;
+    }
+    prev.addEventListener("click", function () { show(at - 1); });
+    next.addEventListener("click", function () { show(at + 1); });
+    strip.addEventListener("keydown", function (e) {
+      if (e.key === "ArrowLeft") show(at - 1);
+      else if (e.key === "ArrowRight") show(at + 1);
+    });
+    nav.hidden = false;
+    show(0);
+  }
+  var strips = document.querySelectorAll(".filmstrip");
+  for (var s = 0; s < strips.length; s++) filmstrip(strips[s]);
 })();

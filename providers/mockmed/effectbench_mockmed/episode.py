@@ -1,11 +1,11 @@
 """The episode shape every MockMed provider shares (SQLite in ``provider``, PostgreSQL in
 ``pg_provider``, the chart of ``packs_diff``): the task's mode, the arm's HTTP-only
 handle, and one teardown order (the URL token, the HTTP session, then whatever the store
-releases), with every live episode torn down by ``stop``."""
+releases). The run around it (directory, server, live episodes, ``stop``) is the harness's
+served-provider skeleton, ``effectbench.providers_kit.ServedRun``."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
@@ -20,26 +20,9 @@ from effectbench_mockmed.store import remove_database
 if TYPE_CHECKING:
     import aiohttp
 
-    from effectbench.serve import LocalServer
-    from effectbench_mockmed.client import Connections
 
 TMPDIR_ENV: Final = "EFFECTBENCH_MOCKMED_TMPDIR"
 """Deprecated (``effectbench.core.statedir``): it still pins where MockMed's run files go."""
-
-
-async def stop_served(
-    live: LiveEpisodes, connections: Connections, server: LocalServer, root: Path
-) -> None:
-    """The end of a served MockMed: every live episode, the pooled HTTP connections,
-    then the server and the run's files, whatever fails first."""
-    try:
-        await live.teardown_all()
-        with anyio.CancelScope(shield=True):
-            await connections.close()
-    finally:
-        # Not shielded: the server's task group must be exited in the scope it was entered in.
-        await server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def fixture_mode(task: TaskSpec, modes: Collection[str], product: str) -> str:
@@ -128,25 +111,3 @@ class Episode:
         with anyio.CancelScope(shield=True):
             await self._session.close()
             await self._release()
-
-
-class LiveEpisodes:
-    """A provider's episodes not yet torn down, so ``stop`` can end them."""
-
-    def __init__(self) -> None:
-        self._by_token: dict[str, Episode] = {}
-
-    def add(self, token: str, episode: Episode) -> Callable[[], Awaitable[None]]:
-        """Register ``episode``; returns its teardown (which unregisters it)."""
-        self._by_token[token] = episode
-
-        async def teardown() -> None:
-            self._by_token.pop(token, None)
-            await episode.teardown()
-
-        return teardown
-
-    async def teardown_all(self) -> None:
-        live, self._by_token = list(self._by_token.values()), {}
-        for episode in live:
-            await episode.teardown()

@@ -10,7 +10,6 @@ pinned figures and the other packs' artifacts stay as they are.
 from __future__ import annotations
 
 import secrets
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -35,7 +34,7 @@ from effectbench.model import (
 )
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
-from effectbench.serve import LocalServer
+from effectbench.providers_kit import ServedRun, episode_token
 from effectbench_mockmed.diff_product import (
     FAULTS,
     ChartReadback,
@@ -46,10 +45,8 @@ from effectbench_mockmed.diff_product import (
 from effectbench_mockmed.episode import (
     TMPDIR_ENV,
     Episode,
-    LiveEpisodes,
     close_files,
     fixture_mode,
-    stop_served,
 )
 from effectbench_mockmed.oracle import MockMedOracle
 from effectbench_mockmed.provider import HTTP_TIMEOUT_S
@@ -196,11 +193,9 @@ CONFUSABLE: Final = orjson.dumps({"patient_id": "p2", "encounter_id": 2}).decode
 
 @attrs.frozen
 class _Running:
-    root: Path
+    served: ServedRun[Episode]
     template: Path
     stores: dict[str, ChartStore]
-    server: LocalServer
-    port: int
     connections: Connections
 
 
@@ -213,7 +208,6 @@ class MockMedDiffProvider:
     def __init__(self, *, tmp_root: Path | None = None) -> None:
         self._root = RunRoot("mockmed-diff", tmp_root, old_env=TMPDIR_ENV)
         self._running: _Running | None = None
-        self._live = LiveEpisodes()
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root (as MockMedProvider: a killed run's charts go with it)."""
@@ -227,23 +221,20 @@ class MockMedDiffProvider:
             raise RuntimeError("MockMedDiffProvider.start() called twice; call stop() first")
         from effectbench_mockmed.client import Connections
 
-        root = self._root.make()
-        try:
-            template = root / "template.db"
-            build_template(template)
-            stores: dict[str, ChartStore] = {}
-            server = LocalServer(build_app(stores), label="MockMed's chart server")
-            await server.start()
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-        assert server.port is not None
-        self._running = _Running(root, template, stores, server, server.port, Connections())
+        async def prepare(root: Path) -> None:
+            build_template(root / "template.db")
+
+        stores: dict[str, ChartStore] = {}
+        served: ServedRun[Episode] = await ServedRun.start(
+            self._root, prepare=prepare, app=build_app(stores), label="MockMed's chart server"
+        )
+        assert served.root is not None
+        self._running = _Running(served, served.root / "template.db", stores, Connections())
 
     async def stop(self) -> None:
         running, self._running = self._running, None
         if running is not None:
-            await stop_served(self._live, running.connections, running.server, running.root)
+            await running.served.stop(before_server=running.connections.close)
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
@@ -258,11 +249,11 @@ class MockMedDiffProvider:
         from effectbench_mockmed.diff_product import ChartDriver
 
         mode = fixture_mode(task, FAULTS, "chart")
-        token = secrets.token_urlsafe(18)
-        path = running.root / f"ep-{secrets.token_hex(8)}.db"
+        token = episode_token()
+        path = running.template.with_name(f"ep-{secrets.token_hex(8)}.db")  # the run dir
         store = ChartStore(path, running.template, mode)
         running.stores[token] = store
-        base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
+        base_url = running.served.episode_url(token)
         session = running.connections.session(base_url, HTTP_TIMEOUT_S)
         telemetry = Telemetry()
         env = EnvHandle(
@@ -281,6 +272,6 @@ class MockMedDiffProvider:
         return ProvisionedEpisode(
             env=env,
             oracle=oracle,
-            teardown=self._live.add(token, episode),
+            teardown=running.served.live.add(token, episode),
             store=SqliteStore(path),
         )

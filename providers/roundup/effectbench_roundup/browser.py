@@ -3,9 +3,10 @@
 The same user path as ``client.TrackerDriver`` and ``client.IssueReadback``, but done by
 Chromium in the episode's own browser context, through the episode's fault proxy: log
 in with the login form, open the item form, choose each select's option by its label
-and type each text field, press the form's submit button, and read the banner the next
-page shows. The readback opens the issue list and each issue's page and parses what the
-browser shows with the same parsers. Nothing here decides what to trust: that is the arm.
+and type each text field, keep a screenshot of the filled form (when the run keeps
+screenshots), press the form's submit button, and read the banner the next page shows.
+The readback opens the issue list and each issue's page and parses what the browser
+shows with the same parsers. Nothing here decides what to trust: that is the arm.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ _FIELDS_JS: Final = "els => els.map(e => [e.name, e.tagName.toLowerCase()])"
 _IDS_JS: Final = """() => Array.from(new Set(Array.from(document.querySelectorAll('a[href]'),
   a => (a.getAttribute('href').match(/^issue(\\d+)$/) || [])[1]).filter(Boolean))).map(Number)"""
 _INDEX: Final = "issue?@columns=id,title&@pagesize=500&@sort=id&@filter="
+FILLED: Final = "form filled, before submit"
+"""The screenshot between filling the item form and submitting it (the label the
+harness's own browser arms give theirs)."""
 
 
 def _one_line(exc: Exception) -> str:
@@ -81,6 +85,8 @@ class RoundupBrowserDriver:
             await self._login(page)
             await page.goto(self._base + (target if target != "issue" else "issue?@template=item"))
             await self._fill(page, values)
+            if telemetry.wants_screenshots:  # the next page's form is empty: keep what was typed
+                telemetry.screenshot(await page.screenshot(), FILLED)
             async with page.expect_navigation() as nav:
                 await page.click(f"{_ITEM_FORM} [type=submit]")
             response = await nav.value

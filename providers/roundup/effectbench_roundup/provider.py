@@ -1,18 +1,18 @@
 """RoundupProvider: stock Roundup 2.6.0 per episode, faults injected by the fault proxy.
 
-Run lifecycle: ``start`` builds one pristine, seeded tracker in a temp dir; ``stop``
-tears down what is left and deletes the dir. Episode lifecycle: ``provision`` starts
-the episode's ``FaultProxy`` (configured by the task fixture), copies the pristine
-tracker with its ``web`` URL set to the *proxy's* URL and the fixture's CSRF variant,
-starts ``roundup-server`` behind it, and hands the arm the proxy's URL, a web driver
-and the product's own readback (both through the proxy). The harness gets the oracle
-over the copy's SQLite file and message store.
+Run lifecycle: ``start`` builds one pristine, seeded tracker in the run directory; ``stop``
+tears down what is left and deletes the directory (the harness's served-provider
+skeleton, ``effectbench.providers_kit.ServedRun``: no product server of its own here).
+Episode lifecycle: ``provision`` starts the episode's ``FaultProxy`` (configured by the
+task fixture), copies the pristine tracker with its ``web`` URL set to the *proxy's* URL
+and the fixture's CSRF variant, starts ``roundup-server`` behind it, and hands the arm
+the proxy's URL, a web driver and the product's own readback (both through the proxy).
+The harness gets the oracle over the copy's SQLite file and message store.
 """
 
 from __future__ import annotations
 
 import secrets
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -24,6 +24,7 @@ from effectbench.faults import FaultProxy, ProxyPlan
 from effectbench.model import TaskSpec
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.providers_kit import ServedRun
 from effectbench_roundup.tasks import TASKS
 from effectbench_roundup.tracker import NAME, Tracker, build_pristine
 
@@ -70,14 +71,19 @@ class RoundupProvider:
 
     name: str = "roundup"
     version: str = VERSION
+    recommended_concurrency: int = 4
+    """Trackers starting at once: at the harness's 32 a loaded 2-core machine lost most
+    episodes to provisioning time-outs (docs/results-roundup.md); ``--concurrency`` wins."""
+    provisioning_timeout: float = 300.0
+    """A tracker start takes ~0.3 s idle and up to a minute under load; ``--provider-timeout``
+    wins."""
 
     def __init__(
         self, *, tmp_root: Path | None = None, http_timeout_s: float = HTTP_TIMEOUT_S
     ) -> None:
         self._files = RunRoot("roundup", tmp_root, old_env=TMPDIR_ENV)
         self._http_timeout_s = http_timeout_s
-        self._root: Path | None = None
-        self._live: dict[str, _Episode] = {}
+        self._served: ServedRun[_Episode] | None = None
         self._starting: anyio.Semaphore | None = None
 
     def use_state_dir(self, path: Path) -> None:
@@ -91,39 +97,34 @@ class RoundupProvider:
 
     @property
     def pristine(self) -> Path | None:
-        return None if self._root is None else self._root / "pristine"
+        served = self._served
+        return None if served is None or served.root is None else served.root / "pristine"
 
     def live_pids(self) -> list[int]:
         """The live episodes' roundup-server pids (for tests and the bench)."""
-        return [p for e in self._live.values() if (p := e.tracker.pid) is not None]
+        live = [] if self._served is None else self._served.live.values()
+        return [p for e in live if (p := e.tracker.pid) is not None]
 
     async def start(self) -> None:
-        if self._root is not None:
+        if self._served is not None:
             raise RuntimeError("RoundupProvider.start() called twice; call stop() first")
-        root = self._files.make()
-        try:
+
+        async def prepare(root: Path) -> None:
             await anyio.to_thread.run_sync(build_pristine, root / "pristine")
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-        self._root = root
+
+        self._served = await ServedRun.start(self._files, prepare=prepare)
         self._starting = anyio.Semaphore(STARTS_AT_ONCE)
 
     async def stop(self) -> None:
-        root, self._root = self._root, None
-        live, self._live = list(self._live.values()), {}
-        try:
-            for episode in live:
-                await episode.teardown()
-        finally:
-            if root is not None:
-                shutil.rmtree(root, ignore_errors=True)
+        served, self._served = self._served, None
+        if served is not None:
+            await served.stop()
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
     ) -> ProvisionedEpisode:
-        root = self._root
-        if root is None:
+        served = self._served
+        if served is None or served.root is None:
             raise RuntimeError(
                 "RoundupProvider.provision() before start(): call await provider.start() first"
             )
@@ -134,12 +135,12 @@ class RoundupProvider:
         from effectbench_roundup.oracle import TrackerOracle
 
         key = secrets.token_hex(8)
-        tracker = Tracker(root / "pristine", root / f"ep-{key}")
+        tracker = Tracker(served.root / "pristine", served.root / f"ep-{key}")
         proxy = FaultProxy(
             tracker.upstream, ProxyPlan.from_fixture(task.fixture), label="Roundup fault proxy"
         )
         episode = _Episode(proxy, tracker)
-        self._live[key] = episode
+        teardown = served.live.add(key, episode)
         try:
             await proxy.start()
             web = f"{proxy.base_url}{NAME}/"
@@ -155,8 +156,7 @@ class RoundupProvider:
             )
             episode.session = session
         except BaseException:
-            self._live.pop(key, None)
-            await episode.teardown()
+            await teardown()
             raise
         browser = _Browser(session, web, USER, PASSWORD)
         telemetry = Telemetry()
@@ -171,11 +171,6 @@ class RoundupProvider:
             verifier=IssueReadback(browser),
             browser_driver=RoundupBrowserDriver(web, USER, PASSWORD),
         )
-
-        async def teardown() -> None:
-            self._live.pop(key, None)
-            await episode.teardown()
-
         return ProvisionedEpisode(
             env=env,
             oracle=TrackerOracle(tracker.home),

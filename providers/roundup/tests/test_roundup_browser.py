@@ -43,4 +43,9 @@ async def test_browser_arms_score_as_their_http_twins_on_roundup(tmp_path: Path)
     for (task, arm), labels in expected.items():  # the HTTP twins' labels on these tasks
         assert got[(task, f"browser_{arm}")] == labels, (task, arm)
     shots = [x for x in result.log_path.read_bytes().splitlines() if b'"episode.screenshot"' in x]
-    assert len(shots) == 4  # one per browser submit (effect_verified submits once too)
+    # two per browser submit (effect_verified submits once too): the filled form, then after
+    assert len(shots) == 8
+    labels: dict[str, list[str]] = {}
+    for line in map(orjson.loads, shots):
+        labels.setdefault(line["ep"], []).append(line["data"]["label"])
+    assert list(labels.values()) == [["form filled, before submit", "after submit"]] * 4

@@ -1,0 +1,85 @@
+"""The served-provider skeleton (effectbench.providers_kit): a run directory, a product
+served on loopback and the live episodes, stopped in one order; over real HTTP and files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+
+from effectbench.core.statedir import RunRoot
+from effectbench.providers_kit import Released, ServedRun, episode_token
+
+
+async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An ASGI app that answers every request with its own path."""
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": scope["path"].encode()})
+
+
+async def _get(url: str) -> str:
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        return await response.text()
+
+
+def test_stop_ends_each_live_episode_once_then_the_server_then_the_directory(
+    tmp_path: Path,
+) -> None:
+    order: list[str] = []
+
+    async def main() -> None:
+        async def prepare(root: Path) -> None:
+            (root / "template").write_text("built once")
+
+        run: ServedRun[Released] = await ServedRun.start(
+            RunRoot("kit", tmp_path), prepare=prepare, app=_app
+        )
+        root = run.root
+        assert root is not None and (root / "template").read_text() == "built once"
+        tokens = [episode_token(), episode_token()]
+        assert tokens[0] != tokens[1]
+
+        def episode(token: str) -> Released:
+            async def release() -> None:  # the server still answers while episodes end
+                order.append(await _get(run.episode_url(token)))
+                order.append(f"files there: {root.exists()}")
+
+            return Released(release)
+
+        first = run.live.add(tokens[0], episode(tokens[0]))
+        run.live.add(tokens[1], episode(tokens[1]))
+        await first()
+        await first()  # idempotent, and no longer live
+        assert len(run.live.values()) == 1
+
+        async def shared() -> None:
+            order.append("shared connections closed")
+
+        await run.stop(before_server=shared)
+        assert not root.exists()
+
+    anyio.run(main)
+    assert order == [
+        "/e/" + order[0].split("/")[2] + "/",
+        "files there: True",
+        "/e/" + order[2].split("/")[2] + "/",
+        "files there: True",
+        "shared connections closed",
+    ]
+    assert order[0] != order[2]
+
+
+def test_a_start_that_fails_leaves_no_directory(tmp_path: Path) -> None:
+    async def prepare(root: Path) -> None:
+        (root / "half-built").write_text("x")
+        raise ValueError("the template would not build")
+
+    async def main() -> None:
+        with pytest.raises(ValueError, match="would not build"):
+            await ServedRun.start(RunRoot("kit", tmp_path), prepare=prepare, app=_app)
+
+    anyio.run(main)
+    assert list(tmp_path.iterdir()) == []
