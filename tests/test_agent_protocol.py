@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from test_log import _check
+from schema_check import _check
 
 from effectbench.agents import ExecArm, protocol
 from effectbench.agents.reference import PYTHON_AGENT

@@ -600,3 +600,25 @@ def test_executors_see_the_run_only_through_its_sink() -> None:
         and "effectbench.run.scheduler" in graph.get(module, set())
     )
     assert reaching == []
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared test helpers live in helper modules (tests/run_files.py, tests/processes.py,
+    ...), never in a test module another one imports: each test file stands alone."""
+    tests = PACKAGE.parent / "tests"
+    found = [
+        f"{path.name}:{node.lineno} imports {name}"
+        for path in sorted(tests.rglob("test_*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        for name in _imported_names(node)
+        if name.split(".")[0].startswith("test_")
+    ]
+    assert found == []
+
+
+def _imported_names(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        return [node.module]
+    return []

@@ -17,6 +17,7 @@ import anyio
 import attrs
 import orjson
 import pytest
+from event_edits import _events, _rechain
 
 from effectbench.audit.checks import (
     AUDIT_ARMS,
@@ -508,23 +509,6 @@ def test_a_tampered_log_is_refused(weak: AuditReport, tmp_path: Path) -> None:
 def test_a_log_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AuditError, match="no event log|cannot audit"):
         audit_log(tmp_path / "missing.jsonl")
-
-
-def _rechain(events: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Write events as a well-formed log (seq renumbered, hash chain recomputed): what
-    anyone can produce without a secret, so the audit must not trust its claims."""
-    from effectbench.log.reader import encode_line
-
-    prev, out = "0" * 64, []
-    for seq, e in enumerate(events):
-        line, prev = encode_line(prev, seq, e["type"], e["ts"], e["ep"], e["data"])
-        out.append(line)
-    path.write_bytes(b"".join(out))
-    return path
-
-
-def _events(log: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(x) for x in log.read_bytes().splitlines()]
 
 
 def test_a_log_whose_plan_claims_another_pack_is_refused(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from test_log import _check  # the schema mini-validator
+from schema_check import _check  # the schema mini-validator
 
 from effectbench.api import evaluate
 from effectbench.core import events as ev

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import anyio
 import orjson
 import pytest
-from test_agent_protocol import SCHEMA, _check
+from schema_check import _check
 
 from effectbench.agents import protocol
 from effectbench.agents.exec import ExecArm
@@ -27,7 +27,10 @@ from effectbench.arm import TaskView
 from effectbench.browser import cdp_proxy
 from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
 from effectbench.browser.policy import OriginPolicy
+from effectbench.schema import load_agent_protocol_schema
 from effectbench.testing import InMemoryProvider
+
+SCHEMA = load_agent_protocol_schema()
 
 pytestmark = pytest.mark.timeout(300)
 AGENT = Path(__file__).parent / "agents" / "cdp_failing_agent.py"
@@ -190,7 +193,7 @@ def test_contexts_are_closed_when_the_agent_fails_or_times_out(
 @pytest.mark.timeout(120)
 def test_a_killed_run_leaves_no_cdp_browser_behind(tmp_path: Path) -> None:
     """The pipe-driven Chromium behind the endpoints dies with a SIGKILLed harness."""
-    from test_browser_lifecycle import _comm, _descendants, _wait_until_gone
+    from processes import _comm, _descendants, _wait_until_gone
 
     from effectbench.testing import effectbench_command
 

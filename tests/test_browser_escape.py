@@ -22,7 +22,7 @@ from typing import Any
 import anyio.from_thread
 import attrs
 import pytest
-from test_browser_lifecycle import _comm, _descendants
+from processes import _comm, _descendants
 
 from effectbench.agents.reference.cdp_screen_only import Cdp
 from effectbench.browser import BrowserPool

@@ -255,7 +255,7 @@ def test_every_screenshot_sent_is_stored_once_and_cited_by_the_actions_it_led_to
 ) -> None:
     import shutil
 
-    from test_rescore import _rechain
+    from line_edits import _rechain
 
     from effectbench.core.evidence import BLOB_DIR
     from effectbench.verify import verify_run
@@ -339,7 +339,7 @@ def test_verify_refuses_an_action_that_cites_a_screenshot_its_episode_had_not_se
     by then. Both images are stored, so only the per-episode, logged-before rule tells."""
     import shutil
 
-    from test_rescore import _rechain
+    from line_edits import _rechain
 
     from effectbench.verify import verify_run
 

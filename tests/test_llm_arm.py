@@ -240,7 +240,7 @@ def test_telemetry_carries_tokens_latency_and_cost_with_its_source(
 
 
 def test_every_logged_event_fits_the_schema(run: dict[str, Any]) -> None:
-    from test_log import _check
+    from schema_check import _check
 
     from effectbench.schema import load_event_schema
 

@@ -12,8 +12,8 @@ import anyio
 import attrs
 import orjson
 import pytest
+from event_edits import _events, _rechain
 from ledger_plugin import NAMED, WEAK, LedgerProvider, ledger_task, sound, unchecked
-from test_audit import _events, _rechain
 
 from effectbench.audit.checks import audit_log
 from effectbench.audit.report import AuditReport

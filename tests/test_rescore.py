@@ -5,7 +5,6 @@ is killed."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import signal
@@ -19,6 +18,7 @@ from typing import Any
 import orjson
 import pytest
 from cli_env import TESTS, pythonpath_env
+from line_edits import _rechain
 
 from effectbench.api import evaluate_provider
 from effectbench.audit.attest import attestations
@@ -53,24 +53,6 @@ def _files(run: Path) -> dict[str, bytes]:
 
 
 # --------------------------------------------------------------------------- tampering
-
-
-_GENESIS = b"0" * 64
-
-
-def _rechain(lines: list[bytes]) -> list[bytes]:
-    """The lines renumbered and their hashes recomputed, as the writer would have written
-    them: body = the envelope up to its ``,"h":"`` suffix, h = sha256(prev + "\\n" + body)."""
-    out: list[bytes] = []
-    prev = _GENESIS
-    for seq, line in enumerate(lines):
-        ev = orjson.loads(line)
-        envelope = {k: ev[k] for k in ("v", "seq", "type", "ts", "ep", "data")}
-        envelope["seq"] = seq
-        body = orjson.dumps(envelope)[:-1]
-        prev = hashlib.sha256(prev + b"\n" + body).hexdigest().encode()
-        out.append(body + b',"h":"' + prev + b'"}')
-    return out
 
 
 def _truncate_to_one(lines: list[bytes]) -> list[bytes]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from test_log import assert_every_line_is_a_typed_event
+from schema_check import assert_every_line_is_a_typed_event
 
 from effectbench.core.arm import TaskView
 from effectbench.core.events import TERMINAL_TYPES

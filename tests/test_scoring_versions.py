@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_episodes import EFFECT, GOOD_ROW, NOTE, Log, _snap, rows
+from episode_log import EFFECT, GOOD_ROW, NOTE, Log, _snap, rows
 
 from effectbench.core import versions
 from effectbench.core.codec import converter

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
-from test_artifacts import read_rows, write_run
+from synthetic_run import read_rows, write_run
 
 from effectbench.audit.attest import attestations
 from effectbench.outputs.artifacts import build_artifacts, dump_json
