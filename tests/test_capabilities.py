@@ -129,7 +129,7 @@ def test_an_arm_object_with_a_broken_hook_is_refused_before_the_run_dir(
     assert not out.exists()
 
 
-def test_the_record_reads_each_member_once_and_defaults_the_rest() -> None:
+def test_the_record_holds_declared_members_and_defaults_the_rest() -> None:
     caps = ArmCapabilities.of(Fine())
     assert (caps.uses_model, caps.records_actions, caps.version) == (True, True, "probe==1")
     assert (caps.uses_browser, caps.lifespan, caps.execution) == (False, None, "in_process")
