@@ -152,3 +152,23 @@ def test_the_declared_names_match_the_records_fields() -> None:
     arm_fields = {a.name for a in ArmCapabilities.__attrs_attrs__}
     assert arm_fields - set(ARM_CAPABILITIES) == {"execution_error"}
     assert set(PROVIDER_CAPABILITIES) == {a.name for a in ProviderCapabilities.__attrs_attrs__}
+
+
+class _Uncontainable(_Base):
+    """Claims to be containable, then cannot say how it runs: the sandbox is missing."""
+
+    def with_isolation(self, isolate: bool | None) -> _Uncontainable:
+        return self
+
+    @property
+    def execution(self) -> str:
+        raise RuntimeError("bubblewrap (bwrap) is not installed")
+
+
+def test_an_arm_that_cannot_be_contained_is_refused_under_isolate(tmp_path: Path) -> None:
+    """The contained seal may not be earned by an arm whose containment fails to start:
+    --isolate refuses the run before anything is written."""
+    out = tmp_path / "run"
+    with pytest.raises(RunError, match="bubblewrap .*; install bubblewrap, or run without"):
+        evaluate_provider(_Uncontainable(), InMemoryProvider(), trials=1, out=out, isolate=True)
+    assert not out.exists()
