@@ -17,11 +17,12 @@ from urllib.parse import quote, urlencode
 
 from effectbench.core.rundir import RunDir
 from effectbench.core.versions import PACKAGE_VERSION
+from effectbench.report.lists import FAILED_WHATS, OUTCOME_WHATS, list_anchor
 from effectbench.report.render import render
 from effectbench.viewer.episodes import FILTER_KEYS, EpisodeList, Filters
 from effectbench.viewer.runs import RunRow
 
-__all__ = ["COLUMNS", "episodes_page", "href", "index_page"]
+__all__ = ["COLUMNS", "episodes_page", "href", "index_page", "report_list"]
 
 COLUMNS: Final = (
     ("run", "run"),
@@ -46,6 +47,25 @@ METRICS: Final = (
 def href(name: str) -> str:
     """A run's folder (``a/b``) as a relative URL path, each segment quoted."""
     return quote(name, safe="/")
+
+
+_WHAT_OF: Final = {
+    "": "planned",
+    "SWER": "swer",
+    "failed": "failed",
+    **OUTCOME_WHATS,
+    **{f"failed: {c}": f"failed_{c}" for c in FAILED_WHATS},
+}
+"""An episode page's outcome filter -> the count of the report's list it matches."""
+
+
+def report_list(filters: Filters) -> str | None:
+    """The fragment of the report's list of these episodes (docs/report.md, "Links into a
+    report"), or None when the filter is not one of its counts (no arm, or a category)."""
+    what = _WHAT_OF.get(filters.outcome)
+    if not filters.arm or what is None or filters.category:
+        return None
+    return list_anchor(filters.arm, what, task=filters.task or None)
 
 
 def _query(values: Mapping[str, str]) -> str:
@@ -91,6 +111,7 @@ def episodes_page(
         listing=listing,
         filters={k: getattr(filters, k) for k in FILTER_KEYS},
         filter_keys=FILTER_KEYS,
+        report_list=report_list(filters),
         served=served,
         **_common(),
     )

@@ -102,7 +102,9 @@ def read_row(root: Path, run: Path) -> RunRow:
         )
 
 
-def _row(name: str, manifest: Mapping[str, Any], metrics: Mapping[str, Any], report: bool) -> RunRow:
+def _row(
+    name: str, manifest: Mapping[str, Any], metrics: Mapping[str, Any], report: bool
+) -> RunRow:
     episodes = manifest.get("episodes") or {}
     run_id = str(manifest.get("run_id") or "")
     return RunRow(

@@ -41,7 +41,10 @@ def _episodes(root: Path, row: RunRow) -> RunRow:
     run = root / row.name
     try:
         listing = episode_list(run, Filters(), STATIC_LIMIT)
-        write_page(RunDir(run).episodes_page, episodes_page(row.name, run, listing, Filters(), served=False))
+        write_page(
+            RunDir(run).episodes_page,
+            episodes_page(row.name, run, listing, Filters(), served=False),
+        )
     except ReportError as exc:
         return attrs.evolve(row, problem=str(exc))
     return row
