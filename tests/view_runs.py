@@ -26,6 +26,7 @@ BROKEN = {
     "broken/bad-metrics": "metrics.json is not JSON",
     "broken/no-arms": "lacks a figure the index shows",
     "broken/no-log": "holds no events.jsonl",
+    "broken/no-manifest": "has no manifest.json yet",
 }
 """Each broken run and the words its row must say (each row names the fix as well)."""
 
@@ -49,6 +50,7 @@ def view_folder(root: Path) -> Path:
     del metrics["arms"]
     (runs / "broken/no-arms/metrics.json").write_bytes(orjson.dumps(metrics))
     (runs / "broken/no-log/events.jsonl").unlink()
+    (runs / "broken/no-manifest/manifest.json").unlink()
     (root / "secret.txt").write_text(SECRET)
     os.symlink(root / "secret.txt", runs / "a" / "escape.txt")
     os.symlink(root, runs / "outside")

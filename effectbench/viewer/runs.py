@@ -88,6 +88,13 @@ def read_row(root: Path, run: Path) -> RunRow:
     files = RunDir(run)
     if not files.log.is_file():
         return RunRow(name, problem=f"{run} holds no {LOG_FILE}; it is not a whole run directory")
+    if not files.manifest.is_file():
+        return RunRow(
+            name,
+            problem=f"{run} has no manifest.json yet: the run is still going or was stopped; "
+            f"`effectbench run --resume {run}` finishes it, `effectbench rescore {run}` "
+            "scores one that finished",
+        )
     try:
         manifest = read_json(files.manifest)
         metrics = read_json(files.metrics)

@@ -48,6 +48,8 @@ def _click_through(p: Page, runs: Path) -> None:
     expected = swer_episodes(runs / "a", "screen_only")
     assert len(expected) == swer["numerator"] > 0
     assert _visible_episodes(p) == expected
+    assert p.page.locator("#f-arm").input_value() == "screen_only"
+    assert p.page.locator("#f-outcome").input_value() == "SWER"
     first = p.page.locator("#episodes tbody tr:visible a.drill").first
     first.click()
     p.page.wait_for_url("**/a/report.html#ep*")

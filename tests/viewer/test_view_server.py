@@ -62,6 +62,7 @@ def test_the_index_shows_each_runs_own_figures_and_each_broken_run_says_why(
         row = page[start : page.index("</tr>", start)]
         assert words in row
         assert "effectbench rescore" in row or "not a whole run directory" in row
+    assert "effectbench run --resume" in page
 
 
 def test_an_episode_list_is_filtered_by_arm_and_outcome(

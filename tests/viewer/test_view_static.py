@@ -22,7 +22,7 @@ def test_static_writes_the_index_and_each_runs_episode_page(runs: Path) -> None:
     done = run_cli("view", str(runs), "--static")
     assert done.returncode == 0, done.stderr
     assert (
-        done.stdout.strip() == f"viewer: {(runs / 'index.html').resolve()} (7 runs, 4 unreadable)"
+        done.stdout.strip() == f"viewer: {(runs / 'index.html').resolve()} (8 runs, 5 unreadable)"
     )
     index = (runs / "index.html").read_text("utf-8")
     for name, words in BROKEN.items():

@@ -56,6 +56,10 @@
   var episodes = document.getElementById("episodes");
   if (episodes) {
     var params = new URLSearchParams(location.search), shown = 0, rows = episodes.tBodies[0].rows;
+    ["arm", "task", "category", "outcome"].forEach(function (k) {
+      var menu = document.getElementById("f-" + k), w = params.get(k);
+      if (menu && w) menu.value = w;
+    });
     Array.prototype.forEach.call(rows, function (r) {
       var keep = ["arm", "task", "category"].every(function (k) {
         var w = params.get(k);
