@@ -17,8 +17,7 @@ from effectbench.browser.cdp import CdpError
 from effectbench.core.provider import PageViewport
 
 if TYPE_CHECKING:
-    from effectbench.browser.cdp_client import CdpEpisode
-    from effectbench.browser.cdp_proxy import CdpHub
+    from effectbench.browser.cdp_client import CdpEpisode, Hub
 
 __all__ = ["TRIES", "TRY_TIMEOUT_S", "CdpCamera"]
 
@@ -30,7 +29,7 @@ TRY_TIMEOUT_S: Final = 2.0
 class CdpCamera:
     """Captures one episode's page as PNG (``effectbench.core.provider.PageCamera``)."""
 
-    def __init__(self, hub: CdpHub, episode: CdpEpisode, viewport: PageViewport) -> None:
+    def __init__(self, hub: Hub, episode: CdpEpisode, viewport: PageViewport) -> None:
         self._hub = hub
         self._episode = episode
         self.viewport = viewport
