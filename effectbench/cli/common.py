@@ -13,7 +13,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from effectbench.core.rundir import LOG_FILE
+from effectbench.core.rundir import LOG_FILE, RunDir
 from effectbench.run.options import DEFAULTS, OptionsError
 
 __all__ = [
@@ -110,7 +110,12 @@ def provider_timeout_option(what: str) -> Callable[[_F], _F]:
 
 def trials_option(default: int) -> Callable[[_F], _F]:
     return click.option(
-        "--trials", type=int, default=default, show_default=True, callback=positive_int("--trials")
+        "--trials",
+        type=int,
+        default=default,
+        show_default=True,
+        callback=positive_int("--trials"),
+        help="Episodes of each task per arm (more trials narrow the intervals).",
     )
 
 
@@ -158,6 +163,9 @@ def headline(metrics: Any, run_dir: Path) -> None:
 
     say(format_headline(metrics))
     say(run_dir_line(run_dir))
+    report = RunDir(run_dir).report
+    if report.is_file():  # --no-report writes none
+        say(f"report: {report.absolute()}")
 
 
 def run_dir_line(run_dir: Path) -> str:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import builtins
 import importlib
 import inspect
+import os
 import re
+import sys
 import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast
@@ -125,10 +127,26 @@ def _describe(info: PluginInfo) -> str:
     )
 
 
-def _import_ref(ref: str) -> object:
-    """Import ``module:attr.sub`` the way an entry point would."""
+def _import_ref(ref: str, from_cwd: bool = False) -> object:
+    """Import ``module:attr.sub`` the way an entry point would. ``from_cwd`` (a reference
+    the user typed): a module found nowhere on ``sys.path`` is looked for in the current
+    directory too, as ``python -m`` would; the console script's ``sys.path`` starts at its
+    ``bin/``, so ``--arm myarms:MyArm`` beside the user's file needed ``PYTHONPATH=.``."""
     module_name, _, attr_path = ref.partition(":")
-    obj: object = importlib.import_module(module_name)
+    try:
+        obj: object = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.partition(".")[0]
+        if not from_cwd or exc.name != top or os.getcwd() in sys.path:
+            raise
+        here = os.getcwd()
+        sys.path.append(here)  # last, so an installed module of the same name wins
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as again:
+            if again.name == top:  # not here either: leave sys.path as it was
+                sys.path.remove(here)
+            raise
     for part in attr_path.split("."):
         obj = getattr(obj, part)
     return obj
@@ -316,10 +334,17 @@ class Registry:
         if not _REF.match(ref):
             reason = "is not a 'module:attribute' reference"
             raise PluginError(f"{_describe(info)} {reason}", reason)
+        typed = info.distribution is None
         try:
-            obj = _import_ref(ref)
+            obj = _import_ref(ref, from_cwd=typed)
         except (Exception, SystemExit) as exc:  # a plugin must not end the process
             reason = f"failed to load: {_one_line(exc)}"
+            top = ref.partition(":")[0].partition(".")[0]
+            if typed and isinstance(exc, ModuleNotFoundError) and exc.name == top:
+                reason += (
+                    f" (looked on sys.path and in {os.getcwd()}: run from the folder that "
+                    f"holds {top}.py or {top}/, or install it)"
+                )
             raise PluginError(f"{_describe(info)} {reason}", reason) from exc
         self._loaded[info.value] = obj
         return obj

@@ -60,6 +60,11 @@ class RoundupBrowserDriver:
             raise RuntimeError(f"login as {self._user} failed: {message or 'no welcome banner'}")
         self._logged_in = True
 
+    async def sign_in(self, page: Page) -> None:
+        """Log ``page`` in as the episode's user, for an arm that then works the pages
+        itself (the ``computer_use`` arm): its model is never told the password."""
+        await self._login(page)
+
     async def _fill(self, page: Page, values: Mapping[str, JSONScalar]) -> None:
         form = page.locator(_ITEM_FORM)
         tags = dict(await form.locator("[name]").evaluate_all(_FIELDS_JS))
@@ -91,8 +96,7 @@ class RoundupBrowserDriver:
                 await page.click(f"{_ITEM_FORM} [type=submit]")
             response = await nav.value
             status = None if response is None else response.status
-            saved, message = banner(await page.content())
-            saved = saved and status == 200
+            saved, message = banner(await page.content())  # the banner, as the web driver
         except (PlaywrightError, RuntimeError) as exc:
             saved, message = False, f"the page failed: {_one_line(exc)}"
         telemetry.action(
