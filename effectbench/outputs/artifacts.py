@@ -399,6 +399,7 @@ def _manifest(
         "plan_hash": started.get("plan_hash"),
         "tasks": plan.tasks,
         "task_globs": plan.task_globs,
+        **({} if plan.limit is None else {"limit": plan.limit}),  # other manifests unchanged
         "arms": list(acc.plan.arms),
         "trials": acc.plan.trials,
         "k": acc.plan.k,
