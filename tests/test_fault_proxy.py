@@ -7,11 +7,12 @@ import gzip
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import attrs
 import httpx
 import orjson
 import pytest
 
-from effectbench.faults import FaultProxy, ProxyPlan, parse_form
+from effectbench.faults import FaultKind, FaultProxy, ProxyPlan, parse_form
 from effectbench.model import JSONScalar
 from effectbench.serve import LocalServer
 
@@ -219,6 +220,37 @@ async def test_c2_duplicate_and_c5_double_deliver_twice(
         assert [d["body"] for d in app.got] == [ENCODINGS[encoding][1]] * 2
         rec = proxy.records()[0]
         assert (rec.action, rec.forwarded, rec.upstream) == (fault, 2, "200,200")
+
+
+async def test_a_faked_answer_is_built_from_the_exchange(upstream: tuple[Upstream, str]) -> None:
+    """location and body are templates: the episode's base URL, the request's path, a
+    real-looking id (the path's number, or proxy.id), the location again in the body; a
+    $ that names nothing stays as written."""
+    app, base = upstream
+    plan = ProxyPlan.from_fixture(
+        {
+            "proxy.fault": "noop",
+            "proxy.status": 302,
+            "proxy.location": "${base}issue${id}?@ok_message=issue%20${id}%20edited",
+            "proxy.body": 'Redirecting to <a href="${location}">${location}</a> ($5, ${path})',
+        }
+    )
+    created = attrs.evolve(plan, fault=FaultKind.PHANTOM, id="4", location="${base}issue${id}")
+    proxies = [FaultProxy(base, p, base_path="tp/") for p in (plan, created)]
+    for proxy in proxies:
+        await proxy.start()
+    bases = [proxy.base_url for proxy in proxies]
+    try:
+        edited = await _post(proxies[0], "urlencoded", "tp/issue1")
+        made = await _post(proxies[1], "urlencoded", "tp/issue")
+    finally:
+        for proxy in proxies:
+            await proxy.stop()
+    where = f"{bases[0]}tp/issue1?@ok_message=issue%201%20edited"
+    assert (edited.status_code, edited.headers["location"]) == (302, where)
+    assert edited.text == f'Redirecting to <a href="{where}">{where}</a> ($5, /tp/issue1)'
+    assert made.headers["location"] == f"{bases[1]}tp/issue4"
+    assert app.got == []
 
 
 @ENC

@@ -11,6 +11,7 @@ dependencies: the locked sync leaves no index metadata in the cache.)
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from effectbench.scaffold.generate import Names, ScaffoldError, generate_provider, names_for
-from effectbench.testing import run_cli
+from effectbench.testing import ProviderContract, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 UV = ROOT / ".tools" / "bin" / "uv"
@@ -29,6 +30,7 @@ RUFF = Path(sys.executable).with_name("ruff")
 VARIANTS = {"ap-ledger": ["--http"], "desk-notes-kept-in-process-for-this-test": []}
 """Provider name -> extra flags: one package per variant (the second name has the maximum length).
 """
+CONTRACT_CHECKS = sorted(n for n in vars(ProviderContract) if n.startswith("test_"))
 
 
 def _env() -> dict[str, str]:
@@ -115,6 +117,17 @@ def test_a_file_is_refused_and_an_empty_directory_is_used(tmp_path: Path) -> Non
     assert (empty / "pyproject.toml") in written and all(p.is_file() for p in written)
 
 
+def test_the_package_tests_subclass_the_provider_contract(tmp_path: Path) -> None:
+    generate_provider("ap-ledger", tmp_path / "pkg")
+    source = (tmp_path / "pkg" / "tests" / "test_ap_ledger_contract.py").read_text()
+    tree = ast.parse(source)
+    (case,) = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    assert case.name.startswith("Test") and [ast.unparse(b) for b in case.bases] == [
+        "ProviderContract"
+    ]
+    assert 'provider_name = "ap-ledger"' in source and '"ap-ledger::save"' in source
+
+
 def test_the_http_variant_differs_only_where_it_must(tmp_path: Path) -> None:
     generate_provider("plain", tmp_path / "a")
     generate_provider("plain", tmp_path / "b", http=True)
@@ -169,8 +182,11 @@ def test_generated_packages_install_and_pass_their_tests_run_and_audit(tmp_path:
     cli = str(venv / "bin" / "effectbench")
 
     for name, out in packages.items():
-        tests = _ok([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], out)
-        assert " passed" in tests.stdout and "failed" not in tests.stdout, tests.stdout
+        tests = _ok([python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"], out)
+        assert " passed" in tests.stdout and "FAILED " not in tests.stdout, tests.stdout
+        passed = {line.rsplit("::", 1)[-1] for line in tests.stdout.splitlines()
+                  if line.startswith("PASSED ") and "Contract::" in line}  # fmt: skip
+        assert passed == set(CONTRACT_CHECKS), tests.stdout
         run_dir = tmp_path / f"run-{name}"
         _ok(
             [cli, "run", "--provider", name, "--trials", "1", "--quiet", "--out", str(run_dir)],

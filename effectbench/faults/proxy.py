@@ -29,6 +29,7 @@ import attrs
 
 from effectbench.core.model import JSONScalar
 from effectbench.core.provider import ActionRecord
+from effectbench.faults.answers import Exchange, render
 from effectbench.faults.forms import Form, parse_form
 from effectbench.serve import LocalServer
 
@@ -98,7 +99,9 @@ class ProxyPlan:
     (fault only the first N matching writes; default all), ``proxy.fields`` (C1:
     comma-separated names), ``proxy.blank`` (C1: empty instead of drop),
     ``proxy.status`` / ``proxy.body`` / ``proxy.location`` / ``proxy.content_type``
-    (the answer of phantom, noop and commit_then_error), ``proxy.stale.<field>`` (C4:
+    (the answer of phantom, noop and commit_then_error; location and body are templates
+    over the real exchange, ``effectbench.faults.answers``), ``proxy.id`` (the answer's
+    ``${id}``), ``proxy.stale.<field>`` (C4:
     the values the replay carries), ``proxy.from`` / ``proxy.to`` (C6: the ids).
     """
 
@@ -113,6 +116,7 @@ class ProxyPlan:
     body: str = ""
     location: str = ""
     content_type: str = "text/html; charset=utf-8"
+    id: str = ""
     stale: Mapping[str, str] = attrs.field(factory=dict)
     from_id: str = ""
     to_id: str = ""
@@ -145,6 +149,7 @@ class ProxyPlan:
             body=_text(fixture, "body"),
             location=_text(fixture, "location"),
             content_type=_text(fixture, "content_type", "text/html; charset=utf-8"),
+            id=_text(fixture, "id"),
             stale=_sub(fixture, "stale."),
             from_id=_text(fixture, "from"),
             to_id=_text(fixture, "to"),
@@ -219,6 +224,8 @@ class _Request:
     """Path plus query, as received."""
     headers: tuple[tuple[str, str], ...]
     body: bytes
+    seen: Exchange | None = None
+    """Set on a faulted request: what a faked answer may repeat of it."""
 
     @property
     def path(self) -> str:
@@ -305,6 +312,8 @@ class _ProxyApp:
         self._plan = plan
         self._path = re.compile(plan.path) if plan is not None else None
         self._faulted = 0
+        self.base = ""
+        """The episode's base URL, set once the proxy listens (an answer's ``${base}``)."""
         self.records: list[ProxyRecord] = []
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -340,7 +349,10 @@ class _ProxyApp:
         self._faulted += 1
         plan = self._plan
         assert plan is not None
-        return await _FAULTS[plan.fault](self._upstream, plan, req, form)
+        exchange = Exchange(self.base, req.path, plan.id)
+        return await _FAULTS[plan.fault](
+            self._upstream, plan, attrs.evolve(req, seen=exchange), form
+        )
 
 
 async def _read_request(scope: dict[str, Any], receive: Any) -> _Request:
@@ -366,12 +378,12 @@ async def _write_response(send: Any, resp: _Response) -> None:
     await send({"type": "http.response.body", "body": resp.body})
 
 
-def _answer(plan: ProxyPlan) -> _Response:
+def _answer(plan: ProxyPlan, req: _Request) -> _Response:
+    location, text = render(plan.location, plan.body, req.seen or Exchange("", req.path, plan.id))
     headers: list[tuple[bytes, bytes]] = [(b"content-type", plan.content_type.encode("latin-1"))]
-    if plan.location:
-        headers.append((b"location", plan.location.encode("latin-1")))
-    body = plan.body.encode("utf-8")
-    return _Response(plan.answer_status(), tuple(headers), body)
+    if location:
+        headers.append((b"location", location.encode("latin-1")))
+    return _Response(plan.answer_status(), tuple(headers), text.encode("utf-8"))
 
 
 def _record(
@@ -427,7 +439,7 @@ async def _double(
 async def _respond(
     up: _Upstream, plan: ProxyPlan, req: _Request, form: Form | None
 ) -> tuple[_Response, ProxyRecord]:
-    resp = _answer(plan)
+    resp = _answer(plan, req)
     return resp, _record(plan, req, [], resp.status, "answered by the proxy; nothing forwarded")
 
 
@@ -435,7 +447,7 @@ async def _commit_then_error(
     up: _Upstream, plan: ProxyPlan, req: _Request, form: Form | None
 ) -> tuple[_Response, ProxyRecord]:
     sent = await up.send(req)
-    resp = _answer(plan)
+    resp = _answer(plan, req)
     return resp, _record(plan, req, [sent], resp.status, "forwarded, then answered an error")
 
 
@@ -507,10 +519,14 @@ class FaultProxy:
         *,
         label: str = "fault proxy",
         redact: Callable[[str], str] = str,
+        base_path: str = "",
     ) -> None:
         """``redact`` rewrites a request path before it is recorded (e.g. to hide a
-        per-episode secret token, which would also make two runs' logs differ)."""
+        per-episode secret token, which would also make two runs' logs differ);
+        ``base_path`` is where the episode lives under the proxy's URL (``tp/``), so a
+        faked answer's ``${base}`` is the URL the arm was handed."""
         self._upstream_url = upstream
+        self._base_path = base_path.lstrip("/")
         self._redact = redact
         self._plan = plan
         self._label = label
@@ -539,6 +555,7 @@ class FaultProxy:
         except BaseException:
             await client.close()
             raise
+        app.base = server.base_url + self._base_path
         self._client, self._app, self._server = client, app, server
 
     def retarget(self, upstream: str) -> None:

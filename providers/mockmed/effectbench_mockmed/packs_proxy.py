@@ -109,6 +109,7 @@ class MockMedProxyProvider(MockMedProvider):
             ProxyPlan.from_fixture(task.fixture),
             label="MockMed fault proxy",
             redact=lambda path: path.replace(secret, "e/<token>"),
+            base_path=episode_path,
         )
         await proxy.start()
         return _ProxyFront(proxy, proxy.base_url + episode_path)

@@ -137,7 +137,10 @@ class RoundupProvider:
         key = secrets.token_hex(8)
         tracker = Tracker(served.root / "pristine", served.root / f"ep-{key}")
         proxy = FaultProxy(
-            tracker.upstream, ProxyPlan.from_fixture(task.fixture), label="Roundup fault proxy"
+            tracker.upstream,
+            ProxyPlan.from_fixture(task.fixture),
+            label="Roundup fault proxy",
+            base_path=f"{NAME}/",
         )
         episode = _Episode(proxy, tracker)
         teardown = served.live.add(key, episode)

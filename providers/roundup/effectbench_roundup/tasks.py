@@ -100,6 +100,12 @@ GATEWAY_TIMEOUT: Final = (
     "<h1>504 Gateway Timeout</h1><p>The tracker did not answer in time.</p></body></html>"
 )
 
+NEXT_ID: Final = "4"
+"""The id the tracker gives the next issue and the next message: the seed writes three of
+each (seed.py). A faked answer names it, as the tracker's own answer would."""
+REDIRECTING: Final = 'Redirecting to <a href="${location}">${location}</a>'
+"""The body of the tracker's own 302 (its exact words), repeating the faked location."""
+
 
 def _plan(fault: str, **keys: JSONScalar) -> dict[str, JSONScalar]:
     return {
@@ -124,7 +130,12 @@ FAULTS: Final[Mapping[str, FaultDef]] = {
     "phantom": FaultDef(
         C3,
         _plan(
-            "phantom", status=302, location="issue?@ok_message=issue%2042%20created&@template=index"
+            "phantom",
+            status=302,
+            id=NEXT_ID,
+            location="${base}issue${id}?@ok_message=msg%20${id}%20created%0Aissue%20${id}"
+            "%20created&@template=item",
+            body=REDIRECTING,
         ),
     ),
     "gateway_timeout": FaultDef(C3, _plan("commit_then_error", status=504, body=GATEWAY_TIMEOUT)),
@@ -136,7 +147,9 @@ FAULTS: Final[Mapping[str, FaultDef]] = {
         _plan(
             "noop",
             status=302,
-            location="issue1?@ok_message=issue1%20messages%20edited%20ok&@template=item",
+            location=f"${{base}}issue${{id}}?@ok_message=msg%20{NEXT_ID}%20created%0Aissue%20"
+            "${id}%20messages%2C%20status%20edited%20ok&@template=item",
+            body=REDIRECTING,
         ),
     ),
 }
