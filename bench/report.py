@@ -8,7 +8,9 @@
 
 The artifacts are built first (`effectbench rescore`, not timed); then
 `effectbench report DIR` runs in a subprocess (interpreter start included) --runs
-times. Reported: median wall, report size, episodes with a drill-down. Targets: under
+times. Reported: median wall and CPU, the largest peak RSS of the report process
+(flat memory: the same at 100,000 and 200,000 episodes), report size, episodes with a
+drill-down. Targets: under
 10 s and 10 MB at 100,000 episodes; the anchor run's report (built once, 10 trials)
 under 1 MB.
 
@@ -17,8 +19,8 @@ under 1 MB.
 
 from __future__ import annotations
 
+import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -66,21 +68,23 @@ def anchor_run(run_dir: Path) -> None:
     )  # fmt: skip
 
 
-def report_once(run_dir: Path) -> tuple[float, float]:
-    """(wall s, CPU s of the child): on a shared machine the CPU time is the steadier figure."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def report_once(run_dir: Path) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MB of the child): on a shared machine the CPU time is the
+    steadier figure; the RSS is this child's own (wait4), not the largest child's so far."""
     t0 = time.perf_counter()
-    subprocess.run([str(EXE), "report", str(run_dir)], check=True, stdout=subprocess.DEVNULL)
+    child = subprocess.Popen([str(EXE), "report", str(run_dir)], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(f"effectbench report {run_dir} exited {child.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def measure(name: str, run_dir: Path, runs: int) -> dict[str, Any]:
     build_outputs(run_dir, report=False)
     times = [report_once(run_dir) for _ in range(runs)]
-    walls = [w for w, _ in times]
+    walls = [w for w, _, _ in times]
     html = (run_dir / "report.html").read_text("utf-8")
     episodes = sum(1 for line in (run_dir / "results.jsonl").open("rb") if line.strip())
     note = re.search(r'<p class="note" id="drill-note">([^<]*)</p>', html)
@@ -91,7 +95,8 @@ def measure(name: str, run_dir: Path, runs: int) -> dict[str, Any]:
         "report_mb": len(html.encode("utf-8")) / 1e6,
         "wall_s": walls,
         "median_wall_s": median(walls),
-        "median_cpu_s": median([c for _, c in times]),
+        "median_cpu_s": median([c for _, c, _ in times]),
+        "peak_rss_mb": max(m for _, _, m in times),
         "sampled": bool(note and note.group(1).startswith("Sampled")),
     }
 
@@ -118,7 +123,7 @@ def main() -> None:
     print(f"effectbench report (subprocess), median of {args.runs} ({load_line()})")
     print(
         table(
-            ["case", "episodes", "drilled", "report MB", "wall s", "CPU s", "sampled"],
+            ["case", "episodes", "drilled", "report MB", "wall s", "CPU s", "RSS MB", "sampled"],
             [
                 [
                     r["case"],
@@ -127,6 +132,7 @@ def main() -> None:
                     r["report_mb"],
                     r["median_wall_s"],
                     r["median_cpu_s"],
+                    r["peak_rss_mb"],
                     r["sampled"],
                 ]
                 for r in rows
