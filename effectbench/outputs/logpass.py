@@ -45,6 +45,14 @@ class PlanFacts:
     limit: int | None = None
     """The run's ``--limit`` (the plan's ``limit``), None when it had none."""
 
+    def selection(self) -> dict[str, Any]:
+        """How the tasks were chosen, as the manifest records it: ``task_globs``, and
+        ``limit`` only when given (so a manifest without one keeps its bytes)."""
+        return {
+            "task_globs": self.task_globs,
+            **({} if self.limit is None else {"limit": self.limit}),
+        }
+
     @classmethod
     def of(cls, plan: Mapping[str, Any]) -> PlanFacts:
         return cls(
