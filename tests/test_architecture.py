@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "effectbench.agents",
     ),
     ("effectbench.run", "effectbench.executors"),
-    ("effectbench.outputs", "effectbench.report"),
+    ("effectbench.outputs", "effectbench.report", "effectbench.viewer"),
     ("effectbench.audit",),
     ("effectbench.verify",),
     ("effectbench.api", "effectbench.testing", "effectbench.audit.runner"),

@@ -241,12 +241,14 @@ def test_force_replaces_a_run_dir_and_its_leftovers_file_by_file(
     target = tmp_path / "r"
     shutil.copytree(small_run, target)
     (target / "audit.json").write_text("{}")  # an audit's report
+    (target / "episodes.html").write_text("<html>")  # effectbench view --static's page
     (target / "metrics.json.tmp").write_text("{")  # half of an atomic write cut off
     proc = _cli(*FAKE_RUN, "--out", str(target), "--force", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     results, _ = untimed_run(target)
     assert len(results) == 1
-    assert sorted(p.name for p in target.iterdir()) == sorted(RUN_FILES - {"audit.json"})
+    written = RUN_FILES - {"audit.json", "episodes.html"}
+    assert sorted(p.name for p in target.iterdir()) == sorted(written)
 
 
 def test_force_replaces_a_run_dir_with_its_screenshot_store(
@@ -295,13 +297,13 @@ def test_an_empty_directory_needs_no_force(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def test_run_files_cover_what_runs_and_audits_write() -> None:
+def test_run_files_cover_what_runs_audits_and_the_viewer_write() -> None:
     from effectbench.audit.checks import AUDIT_FILE
-    from effectbench.core.rundir import ARTIFACT_FILES
+    from effectbench.core.rundir import ARTIFACT_FILES, EPISODES_PAGE_FILE
     from effectbench.report.page import REPORT_FILE
     from effectbench.run.scheduler import LOG_NAME
 
-    assert {LOG_NAME, *ARTIFACT_FILES, AUDIT_FILE, REPORT_FILE} == RUN_FILES
+    assert {LOG_NAME, *ARTIFACT_FILES, AUDIT_FILE, REPORT_FILE, EPISODES_PAGE_FILE} == RUN_FILES
 
 
 def test_a_locked_run_dir_is_refused_in_process(tmp_path: Path, small_run: Path) -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from effectbench.testing import ProviderContract
+
+# One worker runs the class, so its checks share one started MockMed.
+pytestmark = pytest.mark.xdist_group("mockmed-contract")
 
 
 class TestMockMedContract(ProviderContract):
