@@ -237,7 +237,7 @@ def test_run_with_the_arm_and_nothing_configured_says_what_to_set(tmp_path: Path
     )  # fmt: skip
     assert listing.returncode == 0, listing.stdout + listing.stderr
     row = next(line for line in listing.stdout.splitlines() if line.startswith("computer_use "))
-    assert " loaded " in row
+    assert " needs " in row and "set EFFECTBENCH_CU_BASE_URL" in row, row
     proc = subprocess.run(
         [sys.executable, "-m", "effectbench", "run", "--arm", "computer_use",
          "--out", str(tmp_path / "r")],

@@ -175,7 +175,7 @@ def test_broken_plugins_are_failed_rows_and_the_others_still_load(
 
     table = format_plugin_table(results.values())
     lines = table.splitlines()
-    assert lines[0].split() == ["NAME", "STATUS", "DISTRIBUTION", "ENTRY", "POINT", "ERROR"]
+    assert lines[0].split() == ["NAME", "STATUS", "DISTRIBUTION", "ENTRY", "POINT", "NOTE"]
     row = next(line for line in lines if line.startswith("brokenplug "))
     assert (
         "failed" in row
