@@ -46,7 +46,7 @@ from effectbench.log.reader import LogError
 from effectbench.outputs.coverage import recorded_threshold
 from effectbench.outputs.logpass import LogPass, PlanFacts, RunFacts, sequential_pass, write_atomic
 from effectbench.outputs.rows import TASK_AXES, record_from_row, record_row
-from effectbench.projections.claims import MIN_TRIALS_PER_TASK
+from effectbench.projections.claims import FIXTURE_LEAD, MIN_TRIALS_PER_TASK, fixture_body
 from effectbench.projections.metrics import (
     FIRST_ELIGIBLE,
     MetricsAccumulator,
@@ -398,7 +398,7 @@ def _manifest(
         "fixture": plan.fixture,
         "plan_hash": started.get("plan_hash"),
         "tasks": plan.tasks,
-        "task_globs": plan.task_globs,
+        **plan.selection(),
         "arms": list(acc.plan.arms),
         "trials": acc.plan.trials,
         "k": acc.plan.k,
@@ -595,4 +595,6 @@ def render_summary(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> s
         ks=_ks,
         frac=_frac,
         min_trials=MIN_TRIALS_PER_TASK,
+        fixture_lead=FIXTURE_LEAD,
+        fixture_body=fixture_body,
     )

@@ -12,10 +12,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-__all__ = ["MIN_TRIALS_PER_TASK", "comparison_claim", "identical"]
+__all__ = ["FIXTURE_LEAD", "MIN_TRIALS_PER_TASK", "comparison_claim", "fixture_body", "identical"]
 
 MIN_TRIALS_PER_TASK: Final = 3
 """Paired trials per task (per arm) a comparative claim needs (SPEC 2.2)."""
+
+
+FIXTURE_LEAD: Final = "These figures are fixture invariants, not findings."
+"""What a fixture's figures are (summary.md and the report both say it, from here)."""
+
+
+def fixture_body(provider: str) -> str:
+    """Why, for a provider that declares its pack a deterministic fixture (line breaks as
+    summary.md prints them)."""
+    return (
+        f"Provider {provider} declares\n"
+        "its pack a hand-built, deterministic fixture: the numbers reproduce exactly on every"
+        " run,\n"
+        "which makes them a regression anchor and says nothing empirical. Never quote them as\n"
+        "evidence about agents or real systems."
+    )
 
 
 def identical(codes: Sequence[int]) -> bool:

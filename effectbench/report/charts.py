@@ -37,8 +37,13 @@ def pct(x: float | None, digits: int = 1) -> str:
 
 def rate_text(r: Rate) -> str:
     """``50/90 55.6% [45.3%, 65.5%]``: what every table and chart label says for a rate."""
+    return f"{r.numerator}/{r.denominator} {rate_tail(r)}"
+
+
+def rate_tail(r: Rate) -> str:
+    """``55.6% [45.3%, 65.5%]``: a rate after its counts (which a table prints as links)."""
     interval = "" if r.lo is None or r.hi is None else f" [{pct(r.lo)}, {pct(r.hi)}]"
-    return f"{r.numerator}/{r.denominator} {pct(r.value)}{interval}"
+    return f"{pct(r.value)}{interval}"
 
 
 def gap_text(g: Gap) -> str:

@@ -20,8 +20,11 @@ import attrs
 
 from effectbench.projections.compare import Pair, compare_arms
 from effectbench.report.data import MANIFEST, TASK_LIMIT, ReportError, RunData, load_run, read_json
-from effectbench.report.drill import collect_events
+from effectbench.report.drill import DRILL_LIMIT, EpisodeDrill
+from effectbench.report.headline import fixture_of, verdicts
+from effectbench.report.lists import EpisodeLists
 from effectbench.report.output import write_page
+from effectbench.report.page import drills_of
 from effectbench.report.render import render
 
 __all__ = ["build_compare", "check_comparable", "paired_blocks", "run_labels"]
@@ -130,9 +133,6 @@ def build_compare(dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
             raise ReportError(f"run directory {p} does not exist")
     manifests = check_comparable(paths)
     runs = [load_run(p) for p in paths]
-    for path, run in zip(paths, runs, strict=True):
-        # as a report does: the log must be the one the artifacts were built from
-        collect_events(path, (), run.identity.final_hash, run.identity.events)
     labels = run_labels(paths)
     tasks = [str(t.get("task_id")) for t in manifests[0].get("tasks") or ()]
     arms = [
@@ -141,20 +141,42 @@ def build_compare(dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
         for a in run.arms
     ]
     task_rows = _task_rows(runs, tasks[:TASK_LIMIT])
+    drills, lists = _drills(runs, labels)  # checks each log as a report does
+    comparisons = paired_blocks(runs, labels, tasks)
     html = render(
         "compare.html.j2",
         runs=list(zip(labels, paths, runs, strict=True)),
         arms=arms,
-        comparisons=paired_blocks(runs, labels, tasks),
+        comparisons=comparisons,
         task_rows=task_rows,
         tasks_total=len(tasks),
         k=runs[0].identity.k,
+        drills=drills,
+        lists=lists,
+        complete=all(len(r.episodes) <= DRILL_LIMIT for r in runs),
+        verdicts=verdicts(comparisons),
+        fixture=fixture_of(runs[0].identity.fixture, runs[0].identity.provider_name),
     )
     return write_page(Path(out), html)
 
 
-def _task_rows(runs: Sequence[RunData], tasks: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """Per task, per (run, arm): "successes / SWER / eligible" of its trials."""
+def _drills(
+    runs: Sequence[RunData], labels: Sequence[str]
+) -> tuple[list[tuple[str, list[EpisodeDrill], str]], EpisodeLists]:
+    """Each run's drill-downs (label, drills, how chosen) and the count lists over all."""
+    out = []
+    lists = EpisodeLists({})
+    for run, label in zip(runs, labels, strict=True):
+        drills, note, run_lists = drills_of(run, DRILL_LIMIT, (), run=label)
+        out.append((label, drills, note))
+        lists = lists.merged(run_lists)
+    return out, lists
+
+
+def _task_rows(
+    runs: Sequence[RunData], tasks: Sequence[str]
+) -> list[tuple[str, list[tuple[int, int, int]]]]:
+    """Per task, per (run, arm): (successes, SWER, eligible) of its trials."""
     rows = []
     for task in tasks:
         cells = []
@@ -164,6 +186,6 @@ def _task_rows(runs: Sequence[RunData], tasks: Sequence[str]) -> list[tuple[str,
                 eligible = [x for x in labels if _eligible(x)]
                 succ = sum(1 for x in eligible if x == "success")
                 swer = sum(1 for x in eligible if x is not None and x.startswith("SWER"))
-                cells.append(f"{succ} / {swer} / {len(eligible)}")
+                cells.append((succ, swer, len(eligible)))
         rows.append((task, cells))
     return rows

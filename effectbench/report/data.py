@@ -286,6 +286,9 @@ class Identity:
     planned: int
     z: float | None
     interrupted: bool | None
+    provider_name: str = ""
+    fixture: bool = False
+    """The provider declares its pack a deterministic fixture (summary.md's warning)."""
 
 
 @attrs.frozen
@@ -374,6 +377,8 @@ def _identity(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> Identi
         planned=int((manifest.get("episodes") or {}).get("planned") or 0),
         z=metrics.get("z"),
         interrupted=None if not isinstance(finished, Mapping) else finished.get("interrupted"),
+        provider_name=str(prov.get("name")),
+        fixture=manifest.get("fixture") is True,
     )
 
 

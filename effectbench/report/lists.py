@@ -119,13 +119,31 @@ class ListEntry:
     label: str
 
 
+_MIXED: Final = frozenset({"planned", "eligible", "swer", "screen_success", "failed"})
+"""Counts of several outcomes: their list says each episode's."""
+
+
 @attrs.frozen
 class EpisodeList:
     anchor: str
     arm: str
+    what: str
     title: str
     scope: str
     entries: tuple[ListEntry, ...]
+
+    @property
+    def mixed(self) -> bool:
+        return self.what in _MIXED
+
+    def by_task(self) -> list[tuple[str, list[ListEntry]]]:
+        """Entries grouped by task, in plan order (a task's trials are consecutive)."""
+        groups: list[tuple[str, list[ListEntry]]] = []
+        for e in self.entries:
+            if not groups or groups[-1][0] != e.task_id:
+                groups.append((e.task_id, []))
+            groups[-1][1].append(e)
+        return groups
 
 
 @attrs.frozen
@@ -140,6 +158,10 @@ class EpisodeLists:
 
     def lists(self) -> tuple[EpisodeList, ...]:
         return tuple(self.by_anchor.values())
+
+    def merged(self, other: EpisodeLists) -> EpisodeLists:
+        """Both pages' lists (compare.html: each run's, whose anchors never clash)."""
+        return EpisodeLists({**self.by_anchor, **other.by_anchor})
 
 
 @attrs.frozen
@@ -172,10 +194,12 @@ def build_lists(drilled: Iterable[Drilled]) -> EpisodeLists:
         for what in whats_of(d.entry.label):
             for anchor, scope in _scopes(d, what):
                 entries.setdefault(anchor, []).append(d.entry)
-                heads.setdefault(anchor, (d.arm, _TITLES[what], scope))
+                heads.setdefault(anchor, (d.arm, what, scope))
     return EpisodeLists(
         {
-            a: EpisodeList(a, heads[a][0], heads[a][1], heads[a][2], tuple(es))
+            a: EpisodeList(
+                a, heads[a][0], heads[a][1], _TITLES[heads[a][1]], heads[a][2], tuple(es)
+            )
             for a, es in entries.items()
         }
     )

@@ -15,10 +15,14 @@ from typing import Any, Final
 
 from effectbench.report import charts
 from effectbench.report.data import OUTCOME_COLUMNS, Rate
+from effectbench.report.headline import DEFINITIONS, MIN_TRIALS
+from effectbench.report.lists import list_anchor
 
 __all__ = ["render"]
 
 _TEMPLATE_DIR: Final = "templates/report"
+_COUNT_WHATS: Final = {"success": "task_success", "failed": "failed"}
+"""An outcome column's key -> the count list it links (the others are the same word)."""
 
 
 def _resource(name: str) -> str:
@@ -41,6 +45,11 @@ def _environment() -> Any:
     env.globals.update(
         pct=charts.pct,
         rate_text=charts.rate_text,
+        rate_tail=charts.rate_tail,
+        anchor=list_anchor,
+        count_whats=tuple(_COUNT_WHATS.get(key, key) for key, _ in OUTCOME_COLUMNS),
+        definitions=DEFINITIONS,
+        min_trials=MIN_TRIALS,
         gap_text=charts.gap_text,
         headline_chart=charts.headline_chart,
         cell_chart=_cell_chart,

@@ -75,6 +75,7 @@ def _files(names: Names, http: bool) -> list[tuple[str, str]]:
         *((f"package/{m}.py.j2", f"{pkg}/{m}.py") for m in [*common, *variant]),
         ("tests/test_provider.py.j2", f"tests/test_{snake}_provider.py"),
         ("tests/test_cli.py.j2", f"tests/test_{snake}_cli.py"),
+        ("tests/test_contract.py.j2", f"tests/test_{snake}_contract.py"),
     ]
 
 

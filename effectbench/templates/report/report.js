@@ -1,11 +1,14 @@
-// Opens the drill-down a link points to, filters the episode index, and steps through
+// Opens the drill-down or count list a link points to, filters the episode index, and steps through
 // each filmstrip one frame at a time. Nothing else: the page is complete without this
 // script (every frame then shows, in order).
 (function () {
   "use strict";
   function openTarget() {
-    var id = decodeURIComponent(location.hash.slice(1));
-    var el = id ? document.getElementById(id) : null;
+    // a list's id is the fragment as written (percent-encoded parts); an episode's is plain
+    var raw = location.hash.slice(1), el = raw ? document.getElementById(raw) : null;
+    if (!el && raw) {
+      try { el = document.getElementById(decodeURIComponent(raw)); } catch (e) { el = null; }
+    }
     if (el && el.tagName === "DETAILS") {
       el.open = true;
       el.scrollIntoView();
