@@ -40,10 +40,13 @@ class _QuietServer(uvicorn.Server):
         yield
 
 
-def _bound_socket() -> socket.socket:
+def _bound_socket(port: int = 0) -> socket.socket:
+    """A TCP socket bound to 127.0.0.1:``port`` (0: the OS picks a free one)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        sock.bind(("127.0.0.1", 0))
+        if port:  # a fixed port is often the one a stopped server just left in TIME_WAIT
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
     except OSError:
         sock.close()
         raise
@@ -53,12 +56,14 @@ def _bound_socket() -> socket.socket:
 class LocalServer:
     """One uvicorn server on 127.0.0.1:<OS-chosen port>.
 
-    ``label`` names the server in errors ("MockMed's HTTP server failed: ...").
+    ``label`` names the server in errors ("MockMed's HTTP server failed: ...");
+    ``port`` fixes the port (the viewer's ``--port``), else the OS picks a free one.
     """
 
-    def __init__(self, app: Any, *, label: str = "HTTP server") -> None:
+    def __init__(self, app: Any, *, label: str = "HTTP server", port: int = 0) -> None:
         self._app = app
         self._label = label
+        self._want_port = port
         self._server: _QuietServer | None = None
         self._task: asyncio.Task[None] | None = None
         self.port: int | None = None
@@ -73,7 +78,7 @@ class LocalServer:
     async def start(self) -> None:
         if self._server is not None:
             raise RuntimeError(f"{self._label} already started")
-        sock = _bound_socket()
+        sock = _bound_socket(self._want_port)
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(
             self._app,
@@ -120,9 +125,11 @@ class LocalServer:
 
 
 @contextlib.asynccontextmanager
-async def serving(app: Any, *, label: str = "HTTP server") -> AsyncIterator[LocalServer]:
+async def serving(
+    app: Any, *, label: str = "HTTP server", port: int = 0
+) -> AsyncIterator[LocalServer]:
     """``async with serving(app) as server: server.base_url``: started, then stopped."""
-    server = LocalServer(app, label=label)
+    server = LocalServer(app, label=label, port=port)
     await server.start()
     try:
         yield server

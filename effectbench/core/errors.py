@@ -8,7 +8,7 @@ host or in its settings: a server, a browser, bubblewrap, a model endpoint, a wo
 
 Every exception class defined in effectbench is drawn below, each under its direct base,
 with the module (under ``effectbench.``) that defines it; ``(+ ValueError)`` names a second
-base that callers may catch. ``tests/test_errors.py`` checks both drawings against the
+base that callers may catch. ``tests/core/test_errors.py`` checks both drawings against the
 classes the package defines, so a new class goes in here or the test fails::
 
     EffectBenchError            core.errors

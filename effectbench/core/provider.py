@@ -64,7 +64,11 @@ class BrowserDriver(Protocol):
     """How a person uses the product's pages in a browser, for the browser arms: submit
     one form (the banner the next page shows) and read the records back from the
     product's pages. The provider knows its pages; the arm decides what to trust. A
-    provider without one gets MockMed's page conventions (docs/browser.md)."""
+    provider without one gets MockMed's page conventions (docs/browser.md).
+
+    Optional: ``async def sign_in(self, page: Page) -> None`` logs the page in as the
+    episode's user; the ``computer_use`` arm calls it before its first screenshot, so a
+    model that only sees pixels starts signed in (docs/computer-use.md)."""
 
     async def submit(
         self, page: Page, values: Mapping[str, JSONScalar], telemetry: Telemetry

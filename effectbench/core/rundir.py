@@ -14,6 +14,7 @@ import attrs
 __all__ = [
     "ARTIFACT_FILES",
     "AUDIT_FILE",
+    "EPISODES_PAGE_FILE",
     "LOG_FILE",
     "MANIFEST_FILE",
     "METRICS_FILE",
@@ -33,10 +34,14 @@ METRICS_FILE: Final = "metrics.json"
 SUMMARY_FILE: Final = "summary.md"
 AUDIT_FILE: Final = "audit.json"
 REPORT_FILE: Final = "report.html"
+EPISODES_PAGE_FILE: Final = "episodes.html"
+"""A run's episode list, written by ``effectbench view --static`` (docs/viewer.md)."""
 ARTIFACT_FILES: Final = (RESULTS_FILE, MANIFEST_FILE, METRICS_FILE, SUMMARY_FILE)
 """The four derived files an artifact build writes, in manifest order."""
-RUN_FILES: Final = frozenset({LOG_FILE, *ARTIFACT_FILES, AUDIT_FILE, REPORT_FILE})
-"""Every file a run, its artifacts, its report or an audit write. The one folder a run
+RUN_FILES: Final = frozenset(
+    {LOG_FILE, *ARTIFACT_FILES, AUDIT_FILE, REPORT_FILE, EPISODES_PAGE_FILE}
+)
+"""Every file a run, its artifacts, its report, the viewer or an audit write. The one folder a run
 makes is its screenshot store, ``blobs/sha256/`` (effectbench.core.evidence)."""
 SPILL_GLOB: Final = ".results-*.spill"
 """Scratch files of an artifact build (results rows in plan order)."""
@@ -75,6 +80,10 @@ class RunDir:
     @property
     def report(self) -> Path:
         return self.path / REPORT_FILE
+
+    @property
+    def episodes_page(self) -> Path:
+        return self.path / EPISODES_PAGE_FILE
 
     @property
     def lock(self) -> Path:

@@ -398,7 +398,7 @@ def _manifest(
         "fixture": plan.fixture,
         "plan_hash": started.get("plan_hash"),
         "tasks": plan.tasks,
-        "task_globs": plan.task_globs,
+        **plan.selection(),
         "arms": list(acc.plan.arms),
         "trials": acc.plan.trials,
         "k": acc.plan.k,

@@ -155,6 +155,9 @@ class ComputerUseArm(EndpointArm):
         opener = getattr(screen, "open", None)
         if callable(opener):
             await opener()
+        sign_in = getattr(env.browser_driver, "sign_in", None)
+        if callable(sign_in):  # a product whose pages need a login: the provider's account
+            await sign_in(env.browser)
         base = env.channels.get("web_url") or env.channels.get("base_url")
         if base:
             await env.browser.goto(base)

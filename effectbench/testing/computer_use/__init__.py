@@ -9,7 +9,9 @@ come from the rendered page's element boxes, never from constants, and an image 
 never shown taken leaves it blind (it halts). Scripts (``scripts``) are chosen by the
 request's model name: ``trust-banner`` (fill, save, trust the banner) and
 ``check-records`` (open the records page before and after, and claim success only when
-it shows the one new record with the payload's note).
+it shows the one new record with the payload's note). Each works on MockMed's pages and
+on Roundup's (``roundup``: after the save ``check-records`` opens the saved issue and
+checks its fields and the note); the task's text says which product it is.
 """
 
 from __future__ import annotations

@@ -11,12 +11,14 @@ keys, press Enter; click a text field, select all, type.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-import attrs
 import orjson
 
+from effectbench.testing.computer_use import roundup
+from effectbench.testing.computer_use.answer import Act, Answer, Script, last_step
+from effectbench.testing.computer_use.answer import done as _done
 from effectbench.testing.computer_use.sight import View
 
 __all__ = ["SCRIPTS", "Answer", "Script", "check_records", "trust_banner"]
@@ -24,20 +26,6 @@ __all__ = ["SCRIPTS", "Answer", "Script", "check_records", "trust_banner"]
 _PAYLOAD: Final = re.compile(r"Payload \(JSON\): (\{.*\})")
 _PATIENT: Final = re.compile(r"Patient (\w+)")
 _KIND: Final = re.compile(r"Record an? (\w+) encounter")
-Act = tuple[str, Mapping[str, Any]]
-
-
-@attrs.frozen
-class Answer:
-    note: Mapping[str, Any]
-    actions: tuple[Act, ...]
-
-
-Script = Callable[[str, Sequence[Mapping[str, Any]], "View | None"], Answer]
-
-
-def _done(success: bool, message: str, note: Mapping[str, Any] | None = None) -> Answer:
-    return Answer(note or {"step": "done"}, (("done", {"success": success, "message": message}),))
 
 
 def _intended(prompt: str) -> dict[str, str]:
@@ -86,17 +74,13 @@ def _filled(view: View, values: Mapping[str, str]) -> bool:
     )
 
 
-def _last(notes: Sequence[Mapping[str, Any]]) -> str:
-    return str(notes[-1].get("step", "")) if notes else ""
-
-
 def _fill_and_save(
     prompt: str, notes: Sequence[Mapping[str, Any]], view: View, after: str
 ) -> Answer | None:
     """Fill (one turn), then check the form shows the values and press Save (the next):
     None once saved, so the caller decides what the result means."""
     values = _intended(prompt)
-    step = _last(notes)
+    step = last_step(notes)
     if step not in ("fill", "save") and view.fields:
         fill = _fill(view, values)
         if fill is None:
@@ -152,7 +136,7 @@ def check_records(prompt: str, notes: Sequence[Mapping[str, Any]], view: View | 
     again, and claim success only when it shows exactly the one new record asked for."""
     if view is None:
         return _done(False, "I cannot see the screen")
-    step = _last(notes)
+    step = last_step(notes)
     if not notes:
         return _open(view, "Chart records", "records-before")
     if step == "records-before":
@@ -173,7 +157,18 @@ def check_records(prompt: str, notes: Sequence[Mapping[str, Any]], view: View | 
     return _done(False, f"lost my place (step {step!r})")
 
 
+def _by_product(mockmed: Script, other: Script) -> Script:
+    """One model for both products: MockMed's tasks name a patient and an encounter
+    type; any other task is read as Roundup's (``roundup``)."""
+
+    def script(prompt: str, notes: Sequence[Mapping[str, Any]], view: View | None) -> Answer:
+        chosen = mockmed if _PATIENT.search(prompt) and _KIND.search(prompt) else other
+        return chosen(prompt, notes, view)
+
+    return script
+
+
 SCRIPTS: Final[Mapping[str, Script]] = {
-    "trust-banner": trust_banner,
-    "check-records": check_records,
+    "trust-banner": _by_product(trust_banner, roundup.trust_banner),
+    "check-records": _by_product(check_records, roundup.check_records),
 }

@@ -14,7 +14,7 @@ from effectbench.arms.computer_use.screen import PlaywrightScreen
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
-__all__ = ["Sight", "SightedScreen", "View"]
+__all__ = ["Row", "Sight", "SightedScreen", "View"]
 
 _LAYOUT_JS: Final = """() => {
   const seen = e => { const r = e.getBoundingClientRect();
@@ -27,6 +27,7 @@ _LAYOUT_JS: Final = """() => {
     if (!seen(e)) continue;
     fields[e.name] = {tag: e.tagName.toLowerCase(), at: at(e), value: e.value,
       options: e.tagName === 'SELECT' ? Array.from(e.options, o => o.value) : null,
+      labels: e.tagName === 'SELECT' ? Array.from(e.options, o => o.text.trim()) : null,
       selected: e.tagName === 'SELECT' ? e.selectedIndex : null};
   }
   const submit = document.querySelector('form button[type=submit]');
@@ -37,23 +38,68 @@ _LAYOUT_JS: Final = """() => {
   const rows = table && seen(table) ? Array.from(table.tBodies[0].rows, tr => Object.fromEntries(
     Array.from(tr.cells, td => [td.dataset.field,
       td.dataset.null ? null : td.dataset.num ? Number(td.textContent) : td.textContent]))) : null;
+  const text = e => e.textContent.replace(/\\s+/g, ' ').trim();
+  const anchors = Array.from(document.querySelectorAll('a'), a => seen(a) ? [text(a), at(a)] : null)
+    .filter(Boolean);
+  const buttons = {};
+  for (const b of document.querySelectorAll('input[type=submit], button'))
+    if (seen(b)) buttons[(b.value || text(b)).trim()] = at(b);
+  const notice = document.querySelector('p.error-message')
+    || document.querySelector('p.ok-message');
+  const list = document.querySelector('table.list');
+  const listing = list && seen(list) ? Array.from(list.querySelectorAll('tr'))
+    .filter(tr => tr.querySelector('td a') && seen(tr))
+    .map(tr => ({cells: Array.from(tr.cells, text), at: at(tr.querySelector('td a'))})) : null;
+  const msgs = document.querySelector('table.messages');
+  const h1 = document.querySelector('h1, h2');
   return {fields, links, rows,
     submit: submit && seen(submit) ? at(submit) : null,
     banner: banner && seen(banner)
-      ? {saved: banner.className === 'saved', text: banner.textContent.trim()} : null};
+      ? {saved: banner.className === 'saved', text: banner.textContent.trim()}
+      : notice && seen(notice)
+      ? {saved: notice.className === 'ok-message', text: text(notice)} : null,
+    heading: h1 && seen(h1) ? text(h1) : null, anchors, buttons, listing,
+    messages: msgs ? Array.from(msgs.querySelectorAll('pre'), text) : null};
 }"""
 
 
 @attrs.frozen
+class Row:
+    """One row of a listing table: its cells' texts and where its first link is."""
+
+    cells: tuple[str, ...]
+    at: tuple[int, int]
+
+
+@attrs.frozen
 class View:
-    """The visible page: form fields by name (tag, centre, value, options), links by
-    text (centre), the submit button's centre, the banner and the records table."""
+    """The visible page: form fields by name (tag, centre, value, a select's option
+    values and labels), links by text (centre), the submit button's centre, the banner
+    (MockMed's ``#banner``, else Roundup's ok or error message) and the records table.
+
+    For pages that are not MockMed's: the heading, every visible link in page order
+    (text, centre: two links may share a text), submit buttons by label, a listing
+    table's rows (cell texts, the centre of the row's first link) and the texts of the
+    messages an item page shows."""
 
     fields: Mapping[str, Mapping[str, Any]]
     links: Mapping[str, tuple[int, int]]
     submit: tuple[int, int] | None
     banner: Mapping[str, Any] | None
     rows: tuple[Mapping[str, Any], ...] | None
+    heading: str | None = None
+    anchors: tuple[tuple[str, tuple[int, int]], ...] = ()
+    buttons: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
+    listing: tuple[Row, ...] | None = None
+    messages: tuple[str, ...] | None = None
+
+
+def _point(raw: Any) -> tuple[int, int]:
+    return int(raw[0]), int(raw[1])
+
+
+def _row(raw: Mapping[str, Any]) -> Row:
+    return Row(tuple(map(str, raw["cells"])), _point(raw["at"]))
 
 
 class Sight:
@@ -66,13 +112,19 @@ class Sight:
         return self._views.get(hashlib.sha256(png).hexdigest())
 
     def record(self, png: bytes, layout: Mapping[str, Any]) -> None:
-        rows = layout.get("rows")
+        rows, listing = layout.get("rows"), layout.get("listing")
+        messages = layout.get("messages")
         self._views[hashlib.sha256(png).hexdigest()] = View(
             fields=dict(layout.get("fields") or {}),
             links={k: (int(v[0]), int(v[1])) for k, v in (layout.get("links") or {}).items()},
             submit=None if layout.get("submit") is None else tuple(layout["submit"]),
             banner=layout.get("banner"),
             rows=None if rows is None else tuple(rows),
+            heading=layout.get("heading"),
+            anchors=tuple((str(t), _point(at)) for t, at in layout.get("anchors") or ()),
+            buttons={str(k): _point(v) for k, v in (layout.get("buttons") or {}).items()},
+            listing=None if listing is None else tuple(map(_row, listing)),
+            messages=None if messages is None else tuple(map(str, messages)),
         )
 
     def screen(self, page: Page, viewport: Viewport) -> SightedScreen:

@@ -60,6 +60,11 @@ class RoundupBrowserDriver:
             raise RuntimeError(f"login as {self._user} failed: {message or 'no welcome banner'}")
         self._logged_in = True
 
+    async def sign_in(self, page: Page) -> None:
+        """Log ``page`` in as the episode's user, for an arm that then works the pages
+        itself (the ``computer_use`` arm): its model is never told the password."""
+        await self._login(page)
+
     async def _fill(self, page: Page, values: Mapping[str, JSONScalar]) -> None:
         form = page.locator(_ITEM_FORM)
         tags = dict(await form.locator("[name]").evaluate_all(_FIELDS_JS))
