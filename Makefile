@@ -39,7 +39,7 @@ system-deps:
 	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	else echo "make test needs:$$missing (as root: apt-get install$$missing)" >&2; exit 1; fi
 
-# What the examples under examples/ need to run (tests/test_examples.py runs them): the
+# What the examples under examples/ need to run (tests/repo/test_examples.py runs them): the
 # Puppeteer agent's locked npm packages (puppeteer-core never downloads a browser) and
 # the Playwright agent's own venv, made by its Makefile.
 PUPPETEER := examples/puppeteer-agent

@@ -5,7 +5,7 @@ in a process group of its own. Neither is ours to kill when the harness is SIGKI
 so the browser is launched through a tiny wrapper that sets ``PR_SET_PDEATHSIG``
 (SIGKILL) before it execs the real executable: Chromium dies with the driver, and the
 driver exits when its stdin (a pipe from this process) closes. A run that is killed
-therefore leaves no browser behind (tests/test_browser_lifecycle.py).
+therefore leaves no browser behind (tests/browser/test_browser_lifecycle.py).
 
 The browser comes from the distribution (Debian's ``chromium``), never from a
 download at run time; ``playwright install chromium`` works too where that is the norm.

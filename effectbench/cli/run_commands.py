@@ -20,6 +20,7 @@ from effectbench.cli.common import (
     headline,
     no_report_option,
     out_option,
+    positive_int,
     provider_option,
     provider_timeout_option,
     quiet_option,
@@ -29,7 +30,7 @@ from effectbench.cli.common import (
     was_given,
 )
 from effectbench.core.rundir import RunDir
-from effectbench.run.options import DEFAULTS, OptionsError
+from effectbench.run.defaults import DEFAULTS, OptionsError
 
 __all__ = ["audit", "reference", "run"]
 
@@ -52,6 +53,14 @@ __all__ = ["audit", "reference", "run"]
     multiple=True,
     metavar="GLOB",
     help="Only tasks whose id matches (repeatable).",
+)
+@click.option(
+    "--limit",
+    type=int,
+    metavar="N",
+    callback=positive_int("--limit"),
+    help="Only the first N tasks of the selection, in pack order (a quick try); a resume "
+    "keeps the recorded one. [default: all]",
 )
 @out_option()
 @click.option(
@@ -142,6 +151,7 @@ def run(
     trials: int,
     concurrency: int | None,
     tasks: tuple[str, ...],
+    limit: int | None,
     out: Path | None,
     resume: Path | None,
     episode_timeout: float | None,
@@ -187,6 +197,7 @@ def run(
         arms=arms or None,
         trials=trials if not resuming or was_given(ctx, "trials") else None,
         task_globs=tasks or (None if resuming else ()),
+        limit=limit,
         out=out,
         resume=resume,
         force=force,

@@ -402,7 +402,7 @@ def from_json(data: bytes | str, cls: type[T]) -> T:
 # Rescoring folds every logged episode, and cattrs' dispatch plus a second pass through
 # Effect.resolve cost more than the judge itself. These decoders build the same values
 # directly for well-formed input and hand anything unusual to the converter, so every
-# error (and its message) is still the converter's own. tests/test_codec_fast.py checks
+# error (and its message) is still the converter's own. tests/core/test_codec_fast.py checks
 # both paths agree on arbitrary input.
 
 

@@ -154,7 +154,7 @@ def check_line(
     and chains from ``prev``, else None (``read_line`` then says why). The checks are
     read_line's, spelled once more inline (this runs for every line of a sharded
     rescore, where a call and a LoggedEvent per line are a fifth of the line's cost);
-    tests/test_line_check.py checks both accept exactly the same lines."""
+    tests/log/test_line_check.py checks both accept exactly the same lines."""
     if line[-72:-66] != b',"h":"' or line[-2:] != b'"}':
         return None
     try:

@@ -42,6 +42,16 @@ class PlanFacts:
     tasks: list[dict[str, Any]]
     fixture: bool = False
     """The provider declared a deterministic fixture (the plan's ``fixture``)."""
+    limit: int | None = None
+    """The run's ``--limit`` (the plan's ``limit``), None when it had none."""
+
+    def selection(self) -> dict[str, Any]:
+        """How the tasks were chosen, as the manifest records it: ``task_globs``, and
+        ``limit`` only when given (so a manifest without one keeps its bytes)."""
+        return {
+            "task_globs": self.task_globs,
+            **({} if self.limit is None else {"limit": self.limit}),
+        }
 
     @classmethod
     def of(cls, plan: Mapping[str, Any]) -> PlanFacts:
@@ -53,6 +63,7 @@ class PlanFacts:
             versions=dict(plan.get("versions") or {}),
             tasks=[task_entry(t) for t in plan.get("tasks", ())],
             fixture=plan.get("fixture") is True,
+            limit=plan["limit"] if type(plan.get("limit")) is int else None,
         )
 
 

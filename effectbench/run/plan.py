@@ -122,6 +122,9 @@ class Plan:
     fixture: bool = attrs.field(default=False, eq=False)
     """The provider declares its pack a deterministic, hand-built fixture (``fixture =
     True``): summary.md then calls its figures fixture invariants. Recorded, never hashed."""
+    limit: int | None = None
+    """``--limit N``: the plan holds the first N tasks the globs select, in pack order.
+    Recorded (a resume keeps it) but not hashed: the task ids it selected are."""
 
     @property
     def task_ids(self) -> tuple[str, ...]:
@@ -157,12 +160,15 @@ class Plan:
         data["refs"] = dict(self.refs)
         if self.fixture:  # only then, so other logs keep their bytes
             data["fixture"] = True
+        if self.limit is not None:  # likewise
+            data["limit"] = self.limit
         data["tasks"] = [converter.unstructure(t) for t in self.tasks]
         return data
 
 
 def select_tasks(tasks: Sequence[TaskSpec], globs: Sequence[str]) -> tuple[TaskSpec, ...]:
-    """Tasks whose id matches any glob (all when none given), in provider order.
+    """Tasks whose id matches any glob (all when none given), in provider order (the
+    order ``--limit`` cuts).
 
     A glob that selects nothing is an error, so a typo never silently shrinks a run.
     """
@@ -185,6 +191,7 @@ def build_plan(
     refs: Mapping[str, Any] | None = None,
     arm_versions: Mapping[str, str | None] | None = None,
     fixture: bool = False,
+    limit: int | None = None,
 ) -> Plan:
     if trials < 1:
         raise PlanError(f"--trials must be a positive integer, got {trials}")
@@ -192,7 +199,9 @@ def build_plan(
         raise PlanError("no arm given: name at least one with --arm")
     if len(set(arms)) != len(arms):
         raise PlanError(f"an arm is named twice: {', '.join(arms)}")
-    selected = select_tasks(tasks, task_globs)
+    if limit is not None and (isinstance(limit, bool) or limit < 1):
+        raise PlanError(f"--limit must be a positive integer, got {limit}")
+    selected = select_tasks(tasks, task_globs)[:limit]
     if not selected:
         raise PlanError(f"provider {provider.name!r} offers no tasks")
     ids = [t.task_id for t in selected]
@@ -214,6 +223,7 @@ def build_plan(
         arm_versions={} if arm_versions is None else arm_versions,
         refs={} if refs is None else refs,
         fixture=fixture,
+        limit=limit,
     )
 
 

@@ -119,6 +119,7 @@ def plan_of(request: RunRequest, plugins: Plugins, registry: Registry) -> Plan:
         refs={"provider": plugins.provider_ref, "arms": list(plugins.arm_refs)},
         arm_versions=arm_versions,
         fixture=ProviderCapabilities.of(prov).fixture,
+        limit=request.limit,
     )
 
 

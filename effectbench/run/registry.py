@@ -20,7 +20,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast
 
 import attrs
@@ -36,7 +36,9 @@ ARMS: Final = "effectbench.arms"
 GROUPS: Final = (PROVIDERS, ARMS)
 
 Group: TypeAlias = Literal["effectbench.providers", "effectbench.arms"]
-Status: TypeAlias = Literal["loaded", "failed", "shadowed"]
+Status: TypeAlias = Literal["loaded", "needs", "failed", "shadowed"]
+Readiness: TypeAlias = Callable[["PluginInfo", Any], "str | None"]
+"""What a loaded plugin lacks to run here (one line), or None: ``load_all``'s ``ready``."""
 
 _EXEC_PREFIXES: Final = ("exec:", "exec-each:", "exec+browser:", "exec-each+browser:")
 """``--arm`` prefixes of a protocol agent given by its command line (the same as
@@ -85,13 +87,28 @@ class LoadResult:
     """What happened when one entry point was loaded, for ``effectbench providers``.
 
     ``shadowed`` marks an entry point hidden by an earlier one with the same name;
-    ``error`` is one line (exception type and message), None when loaded.
+    ``error`` is one line (exception type and message), None when loaded. ``needs``: a
+    plugin that loads but could not run here, and what it lacks (``needs`` is its status).
     """
 
     info: PluginInfo
     status: Status
     error: str | None = None
     shadowed_by: str | None = None
+    needs: str | None = None
+
+    def as_json(self) -> dict[str, str | None]:
+        """The row as ``--json`` prints it."""
+        return {
+            "name": self.info.name,
+            "status": self.status,
+            "distribution": self.info.distribution,
+            "version": self.info.version,
+            "entry_point": self.info.value,
+            "error": self.error,
+            "needs": self.needs,
+            "shadowed_by": self.shadowed_by,
+        }
 
     @property
     def ok(self) -> bool:
@@ -231,13 +248,13 @@ def check_capabilities(obj: object, kind: str, label: str) -> None:
 
 def format_plugin_table(results: Iterable[LoadResult]) -> str:
     """A plain-text table of load results, one row per entry point, for the CLI."""
-    header = ("NAME", "STATUS", "DISTRIBUTION", "ENTRY POINT", "ERROR")
+    header = ("NAME", "STATUS", "DISTRIBUTION", "ENTRY POINT", "NOTE")
     rows = [header]
     for r in results:
         dist = (
             f"{r.info.distribution} {r.info.version or ''}".strip() if r.info.distribution else "-"
         )
-        note = r.error or (f"hidden by {r.shadowed_by}" if r.shadowed_by else "")
+        note = r.error or r.needs or (f"hidden by {r.shadowed_by}" if r.shadowed_by else "")
         rows.append((r.info.name, r.status, dist, r.info.value, note))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = []
@@ -349,18 +366,21 @@ class Registry:
         self._loaded[info.value] = obj
         return obj
 
-    def load_all(self, group: str) -> builtins.list[LoadResult]:
-        """Load and check every entry point in ``group``; a failure is a row, never a raise."""
+    def load_all(self, group: str, ready: Readiness | None = None) -> builtins.list[LoadResult]:
+        """Load and check every entry point in ``group``; a failure is a row, never a raise.
+        ``ready`` (the run's own checks, ``effectbench.run.readiness``) turns a loaded
+        plugin that could not run here into a ``needs`` row saying what it lacks."""
         winners, shadowed = self._discover(_check_group(group))
         protocol = _PROTOCOL[group]
         results: builtins.list[LoadResult] = []
         for info in winners:
             try:
-                instantiate(self._load_target(info), protocol, _describe(info))
+                obj = instantiate(self._load_target(info), protocol, _describe(info))
             except PluginError as exc:
                 results.append(LoadResult(info, "failed", error=exc.reason))
-            else:
-                results.append(LoadResult(info, "loaded"))
+                continue
+            needs = None if ready is None else ready(info, obj)
+            results.append(LoadResult(info, "loaded" if needs is None else "needs", needs=needs))
         for info, first in shadowed:
             results.append(
                 LoadResult(info, "shadowed", shadowed_by=f"{first.distribution} ({first.value})")
@@ -428,6 +448,7 @@ __all__ = [
     "PluginError",
     "PluginInfo",
     "PluginWarning",
+    "Readiness",
     "Registry",
     "UnknownPlugin",
     "check_capabilities",

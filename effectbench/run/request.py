@@ -55,8 +55,9 @@ def _optional_path(path: str | os.PathLike[str] | None) -> Path | None:
 class RunRequest:
     """What a run is: its provider, arms, trials and tasks, and where it is written.
 
-    ``provider``, ``arms``, ``trials`` and ``task_globs`` left None come from the recorded
-    plan on a ``resume`` (given ones must match it), else from ``DEFAULTS``. ``out`` None
+    ``provider``, ``arms``, ``trials``, ``task_globs`` and ``limit`` left None come from
+    the recorded plan on a ``resume`` (given ones must match it), else from ``DEFAULTS``
+    (no limit). ``out`` None
     writes ``<runs_root>/<run-id>/``; ``force`` replaces only an effectbench run
     directory. ``provider_options`` (``{"pg-dsn": ...}``) go to the provider's
     ``preflight``, before anything is written."""
@@ -65,6 +66,9 @@ class RunRequest:
     arms: tuple[ArmLike, ...] | None = attrs.field(default=None, converter=_arm_tuple)
     trials: int | None = None
     task_globs: tuple[str, ...] | None = attrs.field(default=None, converter=_glob_tuple)
+    limit: int | None = None
+    """The first ``limit`` tasks of the selection, in pack order; None: all of them (on a
+    resume: the recorded limit, which a given one must equal)."""
     resume: Path | None = attrs.field(default=None, converter=_optional_path)
     out: Path | None = attrs.field(default=None, converter=_optional_path)
     force: bool = False
@@ -74,6 +78,8 @@ class RunRequest:
     def __attrs_post_init__(self) -> None:
         if self.trials is not None and (isinstance(self.trials, bool) or self.trials < 1):
             raise PlanError(f"--trials must be a positive integer, got {self.trials}")
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 1):
+            raise PlanError(f"--limit must be a positive integer, got {self.limit}")
         if self.resume is not None and self.out is not None:
             raise RunError("--resume continues the run in its own directory; drop --out")
         if self.resume is not None and self.force:
@@ -93,6 +99,7 @@ class RunRequest:
 class _RequestKeywords(TypedDict, total=False):
     trials: int | None
     task_globs: Sequence[str] | None
+    limit: int | None
     out: str | os.PathLike[str] | None
     resume: str | os.PathLike[str] | None
     force: bool

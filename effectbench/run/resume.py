@@ -148,6 +148,7 @@ def reconcile(
         arms=_given(request.arms, [r or n for r, n in zip(arm_refs, names)] or names),
         trials=_given(request.trials, int(recorded.get("trials") or 0)),
         task_globs=_given(request.task_globs, list(recorded.get("task_globs") or [])),
+        limit=_limit(request, recorded.get("limit")),
     )
     if filled.provider is None or not filled.arms:
         raise RunError(
@@ -159,6 +160,19 @@ def reconcile(
 
 def _given(asked: Any, recorded: Any) -> Any:
     return recorded if asked is None else asked
+
+
+def _limit(request: RunRequest, recorded: Any) -> int | None:
+    """The recorded ``--limit``; one given on the resume must be the same."""
+    kept = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else None
+    if request.limit is not None and request.limit != kept:
+        was = "no --limit" if kept is None else f"--limit {kept}"
+        keep = "drop --limit" if kept is None else f"drop --limit or give --limit {kept}"
+        raise RunError(
+            f"refusing to resume {request.resume}: it was run with {was}, not --limit "
+            f"{request.limit}; {keep}, or start a new run with --out"
+        )
+    return kept
 
 
 def check_same_plan(plan: Plan, state: ResumeState, run_dir: Path) -> None:

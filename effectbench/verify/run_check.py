@@ -87,6 +87,7 @@ _MANIFEST_SAME: Final = (
     "plan_hash",
     "tasks",
     "task_globs",
+    "limit",
     "arms",
     "trials",
     "k",

@@ -1,5 +1,5 @@
 """What docs/fault-proxy.md says of the fault proxy beyond form bodies (those are in
-tests/test_fault_proxy.py): a JSON body is never edited, only the upstream's origin is
+tests/faults/test_fault_proxy.py): a JSON body is never edited, only the upstream's origin is
 kept, wrong_record masks the redirect and nothing else, redact changes only the record.
 And the page lists every fault and every plan field, so it cannot fall behind."""
 

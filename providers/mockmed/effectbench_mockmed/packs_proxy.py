@@ -4,7 +4,7 @@ The product runs with its built-in faults switched off (``ok``; ``keys`` for the
 idempotent control, where honouring idempotency keys is the product's own behaviour,
 not a fault) and a ``FaultProxy`` in front of each episode applies the anchor's fault
 at the HTTP layer instead. Same goals, effects, oracle and categories as the anchor,
-so the baselines' outcome counts must equal the anchor's (tests/test_proxy_mockmed.py).
+so the baselines' outcome counts must equal the anchor's (tests/mockmed/test_proxy_mockmed.py).
 
 One built-in fault has no HTTP expression and stays built in: ``stale`` deletes the
 patient's *other* rows (the concurrent actor's ward-B encounter) while storing the new
