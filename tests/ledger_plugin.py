@@ -33,6 +33,7 @@ from effectbench.model import (
     Substrate,
     TaskSpec,
 )
+from effectbench.oracles.digest import SnapshotScope
 from effectbench.oracles.sqlite import SqliteAllTablesOracle, read_all_tables
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import EnvHandle, ProductResponse, ProvisionedEpisode
@@ -215,12 +216,14 @@ NAMED: Mapping[str, str] = {
 
 
 class LedgerProvider:
-    """The plugin. ``tasks``: the pack (default: the sound task and every weak variant)."""
+    """The plugin. ``tasks``: the pack (default: the sound task and every weak variant);
+    ``scoped``: its oracle logs full rows only of the tables each task's effect names."""
 
     name = "ledger"
     version = "0.1"
 
-    def __init__(self, tasks: Sequence[TaskSpec] | None = None) -> None:
+    def __init__(self, tasks: Sequence[TaskSpec] | None = None, *, scoped: bool = False) -> None:
+        self._scoped = scoped
         self._tasks = (
             list(tasks)
             if tasks is not None
@@ -259,4 +262,8 @@ class LedgerProvider:
             return ProvisionedEpisode(
                 env=env, oracle=PaymentsOnlyOracle(db), teardown=teardown, store=SqliteStore(db)
             )
-        return ProvisionedEpisode(env=env, oracle=SqliteAllTablesOracle(db), teardown=teardown)
+        scope = SnapshotScope.of(task.expected_effect) if self._scoped else None
+        oracle = (
+            SqliteAllTablesOracle(db) if scope is None else SqliteAllTablesOracle(db, scope=scope)
+        )
+        return ProvisionedEpisode(env=env, oracle=oracle, teardown=teardown)

@@ -40,6 +40,11 @@ def _check(schema: dict[str, Any], value: Any, root: dict[str, Any], where: str 
         errors.append(f"{where}: {value} < {schema['minimum']}")
     if "maximum" in schema and type(value) in (int, float) and value > schema["maximum"]:
         errors.append(f"{where}: {value} > {schema['maximum']}")
+    low = schema.get("exclusiveMinimum")
+    if low is not None and type(value) in (int, float) and value <= low:
+        errors.append(f"{where}: {value} <= {low}")
+    if "maxLength" in schema and isinstance(value, str) and len(value) > schema["maxLength"]:
+        errors.append(f"{where}: {len(value)} characters > {schema['maxLength']}")
     if "pattern" in schema and isinstance(value, str):
         import re
 

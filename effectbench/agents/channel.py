@@ -23,6 +23,7 @@ import orjson
 import structlog
 
 from effectbench.agents import protocol
+from effectbench.agents.shots import Shots, TooManyWaiting
 from effectbench.agents.starts import StartWatch
 from effectbench.core.agentlog import LogBudgetExceeded
 from effectbench.core.model import AgentReport
@@ -76,6 +77,8 @@ class Slot:
     report: AgentReport | None = None
     error: AgentFailure | None = None
     actions: int = 0
+    shots: Shots | None = None
+    """The episode's screenshots (requests and ``--screenshots``), when it takes any."""
 
     def finish(self, report: AgentReport | None = None, error: AgentFailure | None = None) -> None:
         if self.done.is_set():
@@ -261,8 +264,23 @@ class Channel:
         elif kind == "error":
             what = " ".join(str(msg.get("message", "")).split())[:300] or "no reason given"
             slot.finish(error=AgentGaveUp(f"the agent gave up on the episode: {what}"))
+        elif kind == "screenshot":
+            self._screenshot(slot, msg)
         else:
             self._record(slot, kind, msg)
+            if kind == "action" and slot.shots is not None and not slot.done.is_set():
+                slot.shots.acted()
+
+    @staticmethod
+    def _screenshot(slot: Slot, msg: dict[str, Any]) -> None:
+        """A ``screenshot`` request, answered in order by the episode's ``Shots``."""
+        if slot.shots is None:
+            slot.finish(error=AgentMalformed("the agent sent a screenshot request nobody serves"))
+            return
+        try:
+            slot.shots.request(msg)
+        except TooManyWaiting as exc:
+            slot.finish(error=AgentMalformed(str(exc)))
 
     @staticmethod
     def _record(slot: Slot, kind: str, msg: dict[str, Any]) -> None:

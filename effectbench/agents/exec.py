@@ -56,6 +56,7 @@ from effectbench.agents.channel import (
     stopped_error,
 )
 from effectbench.agents.sandbox import Containment
+from effectbench.agents.shots import Shots
 from effectbench.agents.starts import StartWatch
 from effectbench.core.arm import TaskView
 from effectbench.core.errors import ConfigurationError
@@ -356,7 +357,9 @@ class ExecArm:
                 "`async with arm.lifespan():` (the scheduler does this)"
             )
         conn = await self._shared_conn()
-        return outcome(await self._exchange(conn, task, env, shared=True))
+        slot = await self._exchange(conn, task, env, shared=True)
+        await _final_shot(slot)
+        return outcome(slot)
 
     async def _run_own_process(self, task: TaskView, env: EnvHandle) -> AgentReport:
         # Failures are raised after the task group: inside it they would be grouped.
@@ -374,6 +377,7 @@ class ExecArm:
                     tg.cancel_scope.cancel()
         if isinstance(slot, AgentStartFailed):
             raise slot
+        await _final_shot(slot)  # after the kill: nothing the agent does then reaches the page
         return outcome(slot)
 
     async def _exchange(
@@ -381,16 +385,26 @@ class ExecArm:
     ) -> Slot:
         ep = task.episode_id
         budget = self._budget()
-        slot = conn.pending[ep] = Slot(env.telemetry)
+        camera = env.browser_camera if env.browser_cdp is not None else None
+        policy = env.telemetry.screenshot_policy
+        shots = Shots(ep, env.telemetry, camera, conn.send, policy)
+        slot = conn.pending[ep] = Slot(env.telemetry, shots=shots)
+        viewport = None if camera is None else camera.viewport
         try:
-            with anyio.move_on_after(budget) as scope:
-                try:
-                    await conn.send(
-                        protocol.episode_line(task, env.channels, budget, env.browser_cdp)
-                    )
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    pass  # the process is gone; pump_stdout fails the slot with its exit
-                await slot.done.wait()
+            async with anyio.create_task_group() as tg:
+                shots.tg = tg
+                with anyio.move_on_after(budget) as scope:
+                    try:
+                        await conn.send(
+                            protocol.episode_line(
+                                task, env.channels, budget, env.browser_cdp, viewport
+                            )
+                        )
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                        pass  # the process is gone; pump_stdout fails the slot with its exit
+                    await slot.done.wait()
+                tg.cancel_scope.cancel()
+            shots.tg = None
             if scope.cancelled_caught and not slot.done.is_set():
                 slot.finish(error=AgentTimeout(f"the agent sent no report within {budget:g}s"))
         finally:
@@ -405,6 +419,12 @@ class ExecArm:
         with anyio.move_on_after(1.0, shield=True):
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await conn.send(protocol.cancel_line(ep, reason))
+
+
+async def _final_shot(slot: Slot) -> None:
+    """The page when the agent reported (``--screenshots final`` and ``all``)."""
+    if slot.report is not None and slot.shots is not None:
+        await slot.shots.final()
 
 
 __all__ = [

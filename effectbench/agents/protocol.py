@@ -1,7 +1,8 @@
 """The agent protocol's messages: line-delimited JSON over the agent's stdin and stdout.
 
-The harness writes ``episode`` (and ``cancel``) lines; the agent writes ``report``,
-``action`` and ``model_call`` lines, each naming its episode. docs/agent-protocol.md
+The harness writes ``episode`` (and ``cancel``, and ``screenshot_result``) lines; the
+agent writes ``report``, ``action``, ``model_call``, ``error`` and ``screenshot`` lines,
+each naming its episode. docs/agent-protocol.md
 is the prose; ``effectbench/schema/agent-protocol.schema.json`` the schema. The checks
 here are hand-written (no JSON Schema library at run time) and a test holds them to
 the schema.
@@ -20,10 +21,12 @@ from effectbench.core import bounds
 from effectbench.core.arm import TaskView
 from effectbench.core.codec import converter
 from effectbench.core.model import AgentReport, JSONScalar
-from effectbench.core.provider import ModelCall
+from effectbench.core.provider import ModelCall, PageViewport
 
 PROTOCOL_VERSION: Final = 1
-AGENT_TYPES: Final = ("report", "action", "model_call", "error")
+AGENT_TYPES: Final = ("report", "action", "model_call", "error", "screenshot")
+MAX_LABEL: Final = 200
+"""Characters of a screenshot request's ``label`` (it goes into the log)."""
 _SCALARS: Final = (str, int, float, bool, type(None))
 _USAGE: Final = ("input_tokens", "output_tokens", "cost_usd", "latency_ms")
 
@@ -33,11 +36,13 @@ def episode_line(
     channels: Mapping[str, str],
     timeout_s: float | None,
     cdp_url: str | None = None,
+    viewport: PageViewport | None = None,
 ) -> bytes:
     """One ``episode`` message: the TaskView's fields, the channels and the deadline
     (``deadline`` in Unix seconds, ``timeout_s`` relative, both null without a limit);
     ``browser`` carries the episode's CDP endpoint when the agent asked for a browser
-    (``cdp_url``, and ``http_url``: the same for clients that discover over HTTP)."""
+    (``cdp_url``, and ``http_url``: the same for clients that discover over HTTP) and
+    the page's ``viewport``."""
     view = converter.unstructure(task)
     episode_id = view.pop("episode_id")
     message = {
@@ -50,9 +55,15 @@ def episode_line(
         "timeout_s": timeout_s,
     }
     if cdp_url is not None:
-        browser = {"cdp_url": cdp_url}
+        browser: dict[str, Any] = {"cdp_url": cdp_url}
         if cdp_url.startswith("ws://"):  # the same endpoint for clients that want http://
             browser["http_url"] = "http://" + cdp_url.removeprefix("ws://")
+        if viewport is not None:
+            browser["viewport"] = {
+                "width": viewport.width,
+                "height": viewport.height,
+                "device_scale_factor": viewport.device_scale_factor,
+            }
         message["browser"] = browser
     return orjson.dumps(message) + b"\n"
 
@@ -60,6 +71,31 @@ def episode_line(
 def cancel_line(episode_id: str, reason: str) -> bytes:
     """Tell a long-lived agent to stop working on an episode the harness gave up on."""
     return orjson.dumps({"type": "cancel", "episode_id": episode_id, "reason": reason}) + b"\n"
+
+
+def screenshot_result(episode_id: str, ident: str | int | None, answer: Mapping[str, Any]) -> bytes:
+    """The harness's answer to a ``screenshot`` request: ``ok`` and the image's ``sha256``
+    (or ``ok`` false and an ``error``), echoing the request's ``id`` when it gave one."""
+    message: dict[str, Any] = {"type": "screenshot_result", "episode_id": episode_id}
+    if ident is not None:
+        message["id"] = ident
+    message.update(answer)
+    return orjson.dumps(message) + b"\n"
+
+
+def _screenshot_problem(msg: Mapping[str, Any]) -> str | None:
+    ident = msg.get("id")
+    if ident is not None and (
+        type(ident) not in (str, int) or (type(ident) is str and len(ident) > MAX_LABEL)
+    ):
+        return f"screenshot id must be a string of at most {MAX_LABEL} characters or an integer"
+    label = msg.get("label", "")
+    if not isinstance(label, str) or len(label) > MAX_LABEL:
+        return f"screenshot label must be a string of at most {MAX_LABEL} characters"
+    if type(msg.get("image", False)) is not bool:
+        return f"screenshot image must be true or false, got {msg.get('image')!r}"
+    extra = set(msg) - {"type", "episode_id", "id", "label", "image"}
+    return f"screenshot has unknown fields {sorted(extra)}" if extra else None
 
 
 def _usage_problem(msg: Mapping[str, Any]) -> str | None:
@@ -110,6 +146,7 @@ _CHECKS: Final = {
     "action": _action_problem,
     "model_call": _usage_problem,
     "error": _error_problem,
+    "screenshot": _screenshot_problem,
 }
 
 
@@ -148,11 +185,13 @@ def action_detail(msg: Mapping[str, Any]) -> dict[str, JSONScalar]:
 
 __all__ = [
     "AGENT_TYPES",
+    "MAX_LABEL",
     "PROTOCOL_VERSION",
     "action_detail",
     "cancel_line",
     "episode_line",
     "problem",
+    "screenshot_result",
     "to_model_call",
     "to_report",
 ]

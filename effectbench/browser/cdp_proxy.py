@@ -46,7 +46,7 @@ import asyncio
 import contextlib
 import secrets
 import socket
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import orjson
@@ -59,6 +59,10 @@ from effectbench.browser.cdp_client import BROWSER_UI, PROXY_IDS, CdpClient, Cdp
 from effectbench.browser.contain import BrowserSandbox
 from effectbench.browser.gate import BROWSER_FLAGS, Gate
 from effectbench.browser.policy import OriginPolicy
+from effectbench.core.provider import PageViewport
+
+if TYPE_CHECKING:
+    from effectbench.browser.cdp_camera import CdpCamera
 
 log = structlog.get_logger("effectbench.browser")
 
@@ -66,6 +70,9 @@ PATH: Final = "/devtools/browser/"
 PAGE_PATH: Final = "/devtools/page/"
 CLOSE_TIMEOUT_S: Final = 10.0
 VIEWPORT: Final = (1024, 720)
+"""Every episode page's size in CSS pixels (the ``episode`` message's ``viewport``)."""
+DEVICE_SCALE_FACTOR: Final = 1.0
+"""Headless Chromium's device pixels per CSS pixel (no emulation is set)."""
 
 
 class CdpHub:
@@ -173,6 +180,14 @@ class CdpHub:
         )
         self._episodes[token] = episode
         return episode
+
+    def camera(self, episode: CdpEpisode) -> CdpCamera:
+        """The harness's own capture of ``episode``'s page (``cdp_camera``), at the size
+        every episode page is created with."""
+        from effectbench.browser.cdp_camera import CdpCamera
+
+        width, height = VIEWPORT
+        return CdpCamera(self, episode, PageViewport(width, height, DEVICE_SCALE_FACTOR))
 
     async def close(self, episode: CdpEpisode) -> None:
         """Drop the episode's connections and dispose of its context; idempotent, bounded,

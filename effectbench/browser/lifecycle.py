@@ -18,6 +18,7 @@ import attrs
 import structlog
 
 from effectbench.core.errors import ConfigurationError, one_line
+from effectbench.core.provider import PageCamera
 
 if TYPE_CHECKING:
     from effectbench.browser.cdp_proxy import CdpEpisode, CdpHub
@@ -63,6 +64,11 @@ class RunBrowsers:
 
         assert self.hub is not None
         return await self.hub.open(OriginPolicy.of_channels(channels))
+
+    def camera(self, episode: CdpEpisode) -> PageCamera:
+        """The harness's own screenshots of that episode's page (``cdp_camera``)."""
+        assert self.hub is not None
+        return self.hub.camera(episode)
 
     async def close_cdp(self, episode: CdpEpisode) -> None:
         if self.hub is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -166,6 +167,8 @@ def headline(metrics: Any, run_dir: Path) -> None:
     report = RunDir(run_dir).report
     if report.is_file():  # --no-report writes none
         say(f"report: {report.absolute()}")
+    runs = shlex.quote(str(run_dir.absolute().parent))
+    say(f"view it with the other runs: effectbench view {runs}")
 
 
 def run_dir_line(run_dir: Path) -> str:

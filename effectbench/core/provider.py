@@ -109,6 +109,29 @@ class Screenshot:
     after: int
 
 
+@attrs.frozen
+class PageViewport:
+    """The size of a protocol agent's episode page: CSS pixels and device pixels per CSS
+    pixel (a screenshot is ``width * device_scale_factor`` pixels wide)."""
+
+    width: int
+    height: int
+    device_scale_factor: float = 1.0
+
+
+@runtime_checkable
+class PageCamera(Protocol):
+    """The harness's own hold on a protocol agent's episode page: it captures that page
+    (and no other) over the harness's connection to the browser, never the agent's, so
+    what it records is evidence the agent cannot forge (docs/agent-protocol.md)."""
+
+    viewport: PageViewport
+
+    async def capture(self) -> bytes:
+        """The page now, as PNG bytes; raises when the page is gone."""
+        ...
+
+
 @attrs.define
 class Telemetry:
     """Per-episode recorder an arm writes to; the scheduler turns it into events.
@@ -135,10 +158,13 @@ class Telemetry:
     def wants_screenshots(self) -> bool:
         return self.screenshot_policy != "none"
 
-    def screenshot(self, png: bytes, label: str = "") -> None:
-        """Record a PNG; the harness stores it by content hash and logs the hash."""
+    def screenshot(self, png: bytes, label: str = "", *, after: int | None = None) -> None:
+        """Record a PNG; the harness stores it by content hash and logs the hash. ``after``:
+        how many actions it follows (default: all recorded so far), for a capture that
+        began before actions recorded while it ran."""
         if self.wants_screenshots:
-            self.screenshots.append(Screenshot(bytes(png), label, len(self.actions)))
+            follows = len(self.actions) if after is None else min(after, len(self.actions))
+            self.screenshots.append(Screenshot(bytes(png), label, follows))
 
     def model_call(self, call: ModelCall) -> None:
         if self.log_budget is not None:
@@ -164,6 +190,9 @@ class EnvHandle:
     browser_cdp: str | None = None
     browser_driver: BrowserDriver | None = None
     """The product's page mechanics for the browser arms (None: MockMed's conventions)."""
+    browser_camera: PageCamera | None = None
+    """With ``browser_cdp``: the harness's own capture of that episode's page, for the
+    protocol's ``screenshot`` request and ``--screenshots`` (None: no browser)."""
 
     def product_effect_verifier(self) -> ProductVerifier | None:
         """The product's own readback, or None when the provider authored none."""

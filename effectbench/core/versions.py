@@ -34,6 +34,14 @@ EVENTS_SCHEMA_ID: Final = "effectbench.events/1"
 
 PLAN_SCHEMA: Final = "effectbench.plan/2"
 
+ROW_DIGEST_FORM: Final = "effectbench.rowdigest/1"
+"""The form of a digested snapshot row (``effectbench.oracles.digest``, docs/event-log.md):
+its identity columns in clear plus ``"#"``, the first 32 hex digits of the sha256 of the
+other columns' sorted-key JSON. A row holding ``#`` is in this form; a later form takes
+another column name, so a log says which form it holds without a stamp. Not stamped
+into plans: the judge reads a digested row as any other row, so a log without digests
+(every log before it) is unchanged and rescores as it did."""
+
 
 def harness_shipped(arm_version: object) -> bool:
     """An ``arm_versions`` entry names the harness's own distribution (harness code, to

@@ -25,6 +25,7 @@ import attrs
 import orjson
 
 from effectbench.core.model import Effect, JSONScalar, ParamRef, Row, Snapshot
+from effectbench.oracles.digest import SnapshotScope
 
 BUSY_TIMEOUT_S: Final = 5.0
 """How long one read waits on a writer's lock before reporting the store unreadable."""
@@ -90,9 +91,13 @@ def _read_table(conn: sqlite3.Connection, table: str) -> tuple[Row, ...]:
 
 
 def read_all_tables(
-    db_path: str | os.PathLike[str], *, timeout: float = BUSY_TIMEOUT_S
+    db_path: str | os.PathLike[str],
+    *,
+    timeout: float = BUSY_TIMEOUT_S,
+    scope: SnapshotScope | None = None,
 ) -> Snapshot:
-    """Blocking read of every user table; an unreachable store gives an unreadable Snapshot."""
+    """Blocking read of every user table; an unreachable store gives an unreadable Snapshot.
+    ``scope``: the tables outside it come back digested row by row (oracles/digest.py)."""
     try:
         conn = connect_ro(db_path, timeout=timeout)
     except sqlite3.Error as exc:
@@ -103,7 +108,7 @@ def read_all_tables(
             tables = {name: _read_table(conn, name) for name in user_tables(conn)}
         finally:
             conn.execute("COMMIT")
-        return Snapshot(readable=True, tables=tables)
+        return Snapshot(readable=True, tables=tables if scope is None else scope.apply(tables))
     except sqlite3.Error as exc:
         return Snapshot.unreadable(f"cannot read {db_path}: {exc}")
     finally:
@@ -116,14 +121,19 @@ def _fspath(path: str | os.PathLike[str]) -> str:
 
 @attrs.frozen
 class SqliteAllTablesOracle:
-    """``effectbench.provider.Oracle`` over one SQLite file: every table, read-only, per read."""
+    """``effectbench.provider.Oracle`` over one SQLite file: every table, read-only, per read.
+
+    ``scope``: which tables are logged in full; pass ``SnapshotScope.of(task.expected_effect)``
+    and every other table is logged as a digest per row (a fraction of the bytes, every
+    change still seen and named). The default logs every table in full."""
 
     db_path: str = attrs.field(converter=_fspath)
     timeout: float = BUSY_TIMEOUT_S
+    scope: SnapshotScope = attrs.field(factory=SnapshotScope.everything)
 
     async def read(self) -> Snapshot:
         return await anyio.to_thread.run_sync(
-            lambda: read_all_tables(self.db_path, timeout=self.timeout)
+            lambda: read_all_tables(self.db_path, timeout=self.timeout, scope=self.scope)
         )
 
 

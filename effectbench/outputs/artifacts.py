@@ -8,12 +8,11 @@ on the order episodes completed in, so a rescore of the same log with the same c
 is byte-identical.
 
 The one difference is the run's record of how it ended (manifest ``log`` and
-``run_finished``): the end of a run derives it from the log it has just written, a
-rescore keeps the recorded one and refuses a log that disagrees with it, so that
-rescoring never turns a cut or re-chained log into one the verifier calls sound.
+``run_finished``): the end of a run derives it from the log it has just written; a
+rescore keeps the recorded one and refuses a log that disagrees with it, so it never
+turns a cut or re-chained log into one the verifier calls sound.
 
-Memory stays flat: result rows are spilled to a temporary file as episodes complete
-and copied out in plan order through an array of offsets.
+Memory stays flat: result rows spill to a temporary file, copied out in plan order.
 """
 
 from __future__ import annotations
@@ -46,6 +45,7 @@ from effectbench.log.reader import LogError
 from effectbench.outputs.coverage import recorded_threshold
 from effectbench.outputs.logpass import LogPass, PlanFacts, RunFacts, sequential_pass, write_atomic
 from effectbench.outputs.rows import TASK_AXES, record_from_row, record_row
+from effectbench.outputs.signals import run_warnings
 from effectbench.projections.claims import FIXTURE_LEAD, MIN_TRIALS_PER_TASK, fixture_body
 from effectbench.projections.metrics import (
     FIRST_ELIGIBLE,
@@ -155,8 +155,7 @@ _ANYWAY: Final = (
 
 @attrs.frozen
 class _Rescore:
-    """What a rescore brings to the pass: the run's record, and whether to score a log
-    that disagrees with it."""
+    """What a rescore brings: the run's record, and whether to score a log at odds with it."""
 
     record: _RunRecord | None
     allow_incomplete: bool
@@ -597,4 +596,5 @@ def render_summary(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> s
         min_trials=MIN_TRIALS_PER_TASK,
         fixture_lead=FIXTURE_LEAD,
         fixture_body=fixture_body,
+        warnings=run_warnings(manifest, metrics),
     )

@@ -44,6 +44,7 @@ from typing import Any, Final
 import orjson
 
 from effectbench.core.model import JSONScalar, Row, Snapshot
+from effectbench.oracles.digest import SnapshotScope
 
 SYSTEM_SCHEMAS: Final = ("pg_catalog", "information_schema", "pg_toast")
 SESSION_OPTIONS: Final = (
@@ -161,12 +162,20 @@ class PostgresOracle:
     """``read()`` returns every table's rows; never raises (``Snapshot.unreadable``).
 
     ``connection``: one made by ``connect`` and owned by the caller (a pool's); the
-    oracle reads through it and never closes it, unless a read through it fails."""
+    oracle reads through it and never closes it, unless a read through it fails.
+    ``scope``: the tables logged in full, the rest as a digest per row (as the SQLite
+    oracle's; ``SnapshotScope.of(task.expected_effect)``); default every table in full."""
 
     def __init__(
-        self, dsn: str, schemas: Sequence[str] | None = None, *, connection: Any = None
+        self,
+        dsn: str,
+        schemas: Sequence[str] | None = None,
+        *,
+        connection: Any = None,
+        scope: SnapshotScope | None = None,
     ) -> None:
         self._dsn = dsn
+        self._scope = scope
         self._schemas = list(schemas) if schemas is not None else None
         self._conn: Any = connection
         self._borrowed = connection is not None
@@ -190,7 +199,8 @@ class PostgresOracle:
             return Snapshot.unreadable(f"postgres read failed: {type(exc).__name__}: {message}")
         if not tables:
             return Snapshot.unreadable("no tables in the database: the store is not initialised")
-        return Snapshot(readable=True, tables=tables)
+        scoped = tables if self._scope is None else self._scope.apply(tables)
+        return Snapshot(readable=True, tables=scoped)
 
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None

@@ -181,9 +181,9 @@ class EpisodeRunner:
                 )
             if self.caps[spec.arm].uses_browser_cdp:
                 cdp = await self._open_cdp(provisioned.env.channels)
-                provisioned = attrs.evolve(
-                    provisioned, env=attrs.evolve(provisioned.env, browser_cdp=cdp.url)
-                )
+                camera = self.browsers.camera(cdp) if self.browsers is not None else None
+                env = attrs.evolve(provisioned.env, browser_cdp=cdp.url, browser_camera=camera)
+                provisioned = attrs.evolve(provisioned, env=env)
             outcome = await self._drive(spec, provisioned)
         except _Episode as exc:
             failure = exc

@@ -17,7 +17,7 @@ from effectbench.agents.reference import PYTHON_AGENT
 from effectbench.arm import TaskView
 from effectbench.log.reader import read_log
 from effectbench.model import AgentReport
-from effectbench.provider import EnvHandle
+from effectbench.provider import EnvHandle, PageViewport
 from effectbench.run.plan import ProviderInfo, build_plan
 from effectbench.run.scheduler import Scheduler, SchedulerOptions
 from effectbench.schema import load_agent_protocol_schema
@@ -77,6 +77,24 @@ def test_harness_messages_match_the_schema() -> None:
     assert _valid(orjson.loads(protocol.cancel_line("a::fake::ok::t3", "deadline")))
 
 
+def test_screenshot_answers_and_the_browser_viewport_match_the_schema() -> None:
+    task = InMemoryProvider(("ok",)).tasks()[0]
+    view = TaskView.of(task, 0, episode_id="a::fake::ok::t0")
+    cdp = "ws://127.0.0.1:9/devtools/browser/tok"
+    line = protocol.episode_line(view, {}, 1.0, cdp, PageViewport(1024, 720, 2.0))
+    message = orjson.loads(line)
+    assert _valid(message), _check(SCHEMA, message, SCHEMA)
+    viewport = {"width": 1024, "height": 720, "device_scale_factor": 2.0}
+    assert message["browser"]["viewport"] == viewport
+    ok = {"ok": True, "sha256": "0" * 64, "bytes": 9, "width": 2, "height": 1, "label": "x",
+          "kept": True, "png_base64": "iVBORw0K"}  # fmt: skip
+    for answer in (ok, {"ok": False, "error": "screenshots are off"}):
+        for ident in ("r1", 7, None):
+            said = orjson.loads(protocol.screenshot_result("a::fake::ok::t0", ident, answer))
+            assert _valid(said), _check(SCHEMA, said, SCHEMA)
+            assert said.get("id") == ident
+
+
 GOOD = [
     {
         "type": "report",
@@ -90,6 +108,9 @@ GOOD = [
     {"type": "action", "episode_id": "e", "kind": "click"},
     {"type": "model_call", "episode_id": "e", "input_tokens": 3, "cost_usd": None},
     {"type": "error", "episode_id": "e", "message": "gave up"},
+    {"type": "screenshot", "episode_id": "e"},
+    {"type": "screenshot", "episode_id": "e", "id": 3, "label": "filled form", "image": True},
+    {"type": "screenshot", "episode_id": "e", "id": "s1", "image": False},
 ]
 BAD = [
     {"type": "report", "episode_id": "e", "reported_success": "yes", "halted": False},
@@ -100,6 +121,11 @@ BAD = [
     {"type": "model_call", "episode_id": "e", "input_tokens": -1},
     {"type": "model_call", "episode_id": "e", "input_tokens": 1.5},
     {"type": "telemetry", "episode_id": "e"},
+    {"type": "screenshot", "episode_id": "e", "image": "yes"},
+    {"type": "screenshot", "episode_id": "e", "label": "x" * 201},
+    {"type": "screenshot", "episode_id": "e", "id": 1.5},
+    {"type": "screenshot", "episode_id": "e", "id": True},
+    {"type": "screenshot", "episode_id": "e", "page": "other"},
 ]
 
 

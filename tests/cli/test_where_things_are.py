@@ -18,6 +18,7 @@ def test_run_prints_the_absolute_path_of_its_report(tmp_path: Path) -> None:
     report = tmp_path / "r" / "report.html"
     assert report.is_file()
     assert f"report: {report}" in proc.stdout.splitlines()
+    assert f"view it with the other runs: effectbench view {tmp_path}" in proc.stdout.splitlines()
     bare = run_cli("run", *SMALL, "--out", "bare", "--no-report", cwd=tmp_path)
     assert bare.returncode == 0, bare.stderr
     assert not [line for line in bare.stdout.splitlines() if line.startswith("report:")]

@@ -9,6 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from effectbench.model import DiffEffect, Insert
+from effectbench.oracles.digest import DIGEST_FIELD, SnapshotScope
 from effectbench.postgres import oracle as pg_oracle
 from effectbench.postgres.databases import PgRun
 from effectbench.postgres.oracle import PostgresOracle
@@ -174,3 +176,28 @@ def test_iso_datetime_keeps_special_values() -> None:
     assert pg_oracle.iso_datetime("2026-01-02 03:04:05+00") == "2026-01-02T03:04:05Z"
     assert pg_oracle.iso_datetime("13:14:15+02") == "13:14:15+02:00"
     assert pg_oracle.json_value(float("-inf")) == "-Infinity"
+
+
+async def test_a_scope_logs_the_effects_tables_in_full_and_a_digest_per_row_elsewhere(
+    run: PgRun,
+) -> None:
+    """As the SQLite oracle: the table the effect names as read, every other one as its
+    rows' ids and digests, which change when a row does (docs/event-log.md)."""
+    db = await run.clone()
+    async with await psycopg.AsyncConnection.connect(run.dsn(db), autocommit=True) as conn:
+        await conn.execute(TYPES_ROW)
+        await conn.execute("INSERT INTO other.side VALUES (1), (2)")
+        scope = SnapshotScope.of(
+            DiffEffect(changes=(Insert("bag", {"x": 1}),), keys={"other.side": ("id",)})
+        )
+        oracle = PostgresOracle(run.oracle_dsn(db), scope=scope)
+        before = await oracle.read()
+        await conn.execute("INSERT INTO bag VALUES (1, 'new')")
+        await conn.execute("UPDATE typed SET t = 'changed'")
+        after = await oracle.read()
+    await oracle.close()
+    assert after.rows("bag") == ({"x": 1, "y": "new"},)
+    assert [set(r) for r in after.rows("typed")] == [{"id", DIGEST_FIELD}]
+    assert [r["id"] for r in after.rows("other.side")] == [1, 2]
+    assert after.rows("other.side") == before.rows("other.side")
+    assert after.rows("typed") != before.rows("typed")

@@ -13,6 +13,7 @@ import pytest
 from effectbench.arm import TaskView
 from effectbench.model import (
     AgentReport,
+    Category,
     Delete,
     DiffEffect,
     Effect,
@@ -124,3 +125,12 @@ def test_the_page_answers_the_questions_authors_asked() -> None:
     assert "## The `confusable` channel" in text
     assert "**their order is not kept**" in text and "`TaskSpec.params`" in text
     assert "| `channel` | `str` |" in text
+
+
+def test_the_category_table_lists_the_enums_members_and_nothing_else() -> None:
+    """ "The categories" names every member of Category with its value, in the enum's
+    order: a member added, renamed or removed in the code fails here until the page says so."""
+    text = DOC.read_text()
+    section = text.split("### The categories", 1)[1].split("\n\n", 3)[2]
+    rows = re.findall(r"^\| `(\w+)` \| `(\w+)` \|", section, re.MULTILINE)
+    assert rows == [(c.name, c.value) for c in Category]
