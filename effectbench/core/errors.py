@@ -68,6 +68,7 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     ModelEndpointError          arms.llm.client     the model endpoint failed the arm's episode
     SkipEpisode                 core.provider       a provider declined an episode: it is skipped
     ToolError                   arms.llm.tools      a bad tool call: its message goes to the model
+    TooManyWaiting              agents.shots        too many screenshot requests: the agent is malformed
     PluginWarning               run.registry        a warning (warnings.warn), never raised
     └── DuplicatePluginWarning  run.registry
     _Episode                    run.episode         an episode stage failed, with a failure class
