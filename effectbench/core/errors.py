@@ -66,9 +66,10 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
     ModelEndpointError          arms.llm.client     the model endpoint failed the arm's episode
+    PortTaken                   providers_kit       a port taken after it was picked: retried
     SkipEpisode                 core.provider       a provider declined an episode: it is skipped
     ToolError                   arms.llm.tools      a bad tool call: its message goes to the model
-    TooManyWaiting              agents.shots        too many screenshot requests: the agent is malformed
+    TooManyWaiting              agents.shots        too many screenshot requests: malformed
     PluginWarning               run.registry        a warning (warnings.warn), never raised
     └── DuplicatePluginWarning  run.registry
     _Episode                    run.episode         an episode stage failed, with a failure class

@@ -30,6 +30,7 @@ def _metrics(run: Path) -> dict[str, object]:
     return orjson.loads((run / "metrics.json").read_bytes())  # type: ignore[no-any-return]
 
 
+@pytest.mark.timeout(600)  # a reader's ten minutes; about 100 s on a loaded 2-core machine
 def test_every_command_of_the_tutorial_runs_and_gives_what_it_says(reader_dir: Path) -> None:
     setup, *blocks = shell_blocks(TUTORIAL)
     assert all(s in setup for s in SETUP), "the tutorial's first block is no longer the set-up"
