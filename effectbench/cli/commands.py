@@ -15,12 +15,13 @@ import sys
 import click
 
 from effectbench.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, flag_message, os_error_line
+from effectbench.cli.doctor import doctor
 from effectbench.cli.plugin_commands import arms, pack, providers, tasks
 from effectbench.cli.run_commands import audit, reference, run
 from effectbench.cli.run_dir_commands import compare, export, report, rescore, verify
 from effectbench.cli.view_command import view
 from effectbench.core.versions import PACKAGE_VERSION
-from effectbench.run.options import OptionsError
+from effectbench.run.defaults import OptionsError
 from effectbench.scaffold.command import new  # a module that imports only click
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "audit",
     "cli",
     "compare",
+    "doctor",
     "export",
     "flag_message",
     "main",
@@ -83,7 +85,7 @@ def cli(ctx: click.Context, log_format: str, verbose: int, debug: bool) -> None:
 
 for _command in (run, reference, audit, rescore, report, compare, verify, export, providers):
     cli.add_command(_command)
-for _command in (arms, tasks, pack, new, view):
+for _command in (arms, tasks, pack, new, view, doctor):
     cli.add_command(_command)
 
 

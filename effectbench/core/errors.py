@@ -30,7 +30,7 @@ classes the package defines, so a new class goes in here or the test fails::
     │       ├── ChainBroken     log.lines
     │       └── LogSchemaError  log.lines
     ├── MetricsError            projections.metrics (+ ValueError)
-    ├── OptionsError            run.options         (+ ValueError)
+    ├── OptionsError            run.defaults        (+ ValueError)
     ├── OutDirError             run.outdir
     ├── PackError               audit.pack          (+ ValueError)
     ├── PlanError               run.plan            (+ ValueError)
@@ -63,8 +63,10 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
     ModelEndpointError          arms.llm.client     the model endpoint failed the arm's episode
+    PortTaken                   providers_kit       a lost port race: the product starts again
     SkipEpisode                 core.provider       a provider declined an episode: it is skipped
     ToolError                   arms.llm.tools      a bad tool call: its message goes to the model
+    TooManyWaiting              agents.shots        too many screenshot requests: its episode fails
     PluginWarning               run.registry        a warning (warnings.warn), never raised
     └── DuplicatePluginWarning  run.registry
     _Episode                    run.episode         an episode stage failed, with a failure class

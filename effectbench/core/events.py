@@ -252,6 +252,9 @@ class EpisodeFailed:
     failure_class: FailureClass = attrs.field(converter=FailureClass)
     stage: str
     error: str
+    traceback: str | None = attrs.field(default=None, metadata={"omit_none": True})
+    """The provider's traceback, on the first episode its error ended (run/provider_errors.py);
+    left out of the line otherwise."""
 
 
 @attrs.frozen

