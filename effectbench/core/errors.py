@@ -4,7 +4,8 @@ A user error is something the user can fix (a wrong option, a directory that is 
 run, a broken plugin, a host that lacks what a run needs): its message says what to do,
 and the CLI prints it on one line and exits 2 by catching ``EffectBenchError``. Anything
 else is a bug. A configuration error (``ConfigurationError``) is the kind found on this
-host or in its settings: a server, a browser, bubblewrap, a model endpoint, a worker.
+host or in its settings: a server, a browser, a display, bubblewrap, a model endpoint, a
+worker.
 
 Every exception class defined in effectbench is drawn below, each under its direct base,
 with the module (under ``effectbench.``) that defines it; ``(+ ValueError)`` names a second
@@ -20,6 +21,8 @@ classes the package defines, so a new class goes in here or the test fails::
     │   ├── BrowserUnavailable  browser.launch
     │   ├── ComputerUseNotConfigured  arms.computer_use
     │   ├── ContainmentUnavailable  agents.exec
+    │   ├── DisplayStartError   displays.server
+    │   ├── DisplaysUnavailable  displays.tools
     │   ├── LlmNotConfigured    arms.llm
     │   ├── PgConfigError       postgres.server
     │   └── WorkerStartError    executors.dask_worker
