@@ -28,9 +28,11 @@ demo: setup
 # System packages the tests drive: the distribution's Chromium (browser substrate and
 # report; its headless shell is what runs episodes: a third of the CPU,
 # docs/performance.md), Node.js (a reference agent), npm (the Puppeteer example's
-# packages) and bubblewrap (agent containment). Installed when missing and root;
-# otherwise the command to run is printed and make stops.
-SYSTEM_DEPS := chromium:chromium chromium-headless-shell:chromium-headless-shell node:nodejs npm:npm bwrap:bubblewrap unshare:util-linux
+# packages), bubblewrap (agent containment), and the display pool's Xvfb, D-Bus,
+# AT-SPI registry, gdbus (waits for it) and X utilities (docs/substrates.md).
+# Installed when missing and root; otherwise the command to run is printed and make stops.
+SYSTEM_DEPS := chromium:chromium chromium-headless-shell:chromium-headless-shell node:nodejs npm:npm bwrap:bubblewrap unshare:util-linux \
+	Xvfb:xvfb dbus-daemon:dbus dbus-send:dbus /usr/libexec/at-spi2-registryd:at-spi2-core gdbus:libglib2.0-bin xprop:x11-utils xdpyinfo:x11-utils
 system-deps:
 	@missing=""; for pair in $(SYSTEM_DEPS); do \
 	    command -v "$${pair%%:*}" >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \

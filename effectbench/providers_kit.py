@@ -14,19 +14,28 @@ run a product for the harness, and did the same three things around their own co
 
 ``ServedRun`` is that skeleton, ``LiveEpisodes`` the registry of episodes not yet torn
 down (so ``stop`` can end them), ``Released`` an episode whose teardown is one function.
+``ProductProcess`` is a product served by a process of its own (Roundup's
+``roundup-server``, the ``--product`` scaffold's server): its command line on a free
+port, a readiness probe, death with the harness (``die_with_parent``) and a bounded stop.
 docs/writing-a-provider.md ("The served-provider skeleton") shows it in use.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import secrets
 import shutil
-from collections.abc import Awaitable, Callable, Hashable
+import socket
+import subprocess
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
+import aiohttp
 import anyio
 
+from effectbench.core.children import die_with_parent
 from effectbench.core.statedir import RunRoot
 from effectbench.serve import LocalServer
 
@@ -34,10 +43,14 @@ __all__ = [
     "TOKEN_BYTES",
     "Episodic",
     "LiveEpisodes",
+    "PortTaken",
+    "ProductProcess",
     "Released",
     "ServedRun",
     "Teardown",
     "episode_token",
+    "free_port",
+    "fresh_copy",
 ]
 
 TOKEN_BYTES: Final = 18
@@ -163,3 +176,166 @@ class ServedRun(Generic[E]):
                 await self.server.stop()
             if self.root is not None:
                 shutil.rmtree(self.root, ignore_errors=True)
+
+
+def free_port() -> int:
+    """A loopback port free this instant (not held: the product binds it itself)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PortTaken(Exception):
+    """The product could not bind its port: another process took it after it was picked."""
+
+
+class ProductProcess:
+    """A product served by a process of its own, on 127.0.0.1.
+
+    ``command(port)`` is its command line; ``ready_path`` the path (under its origin)
+    that answers 200 once it serves; ``log`` where its stdout and stderr go;
+    ``port_taken(log_tail)`` tells a lost port from another failure (a fresh port is then
+    tried, and ``on_port`` told the new upstream). The process is forked from the event
+    loop's thread with ``die_with_parent``, so it dies with the harness, even by SIGKILL.
+    """
+
+    READY_TIMEOUT_S: Final = 240.0
+    """Generous: on an overloaded machine a start can take a minute (the provider's
+    provisioning time-out bounds the whole provision anyway)."""
+    PROBE_TIMEOUT_S: Final = 5.0
+    """Per probe: whoever holds a port we lost may accept and never answer."""
+    STOP_TIMEOUT_S: Final = 5.0
+    BIND_ATTEMPTS: Final = 3
+
+    def __init__(
+        self,
+        command: Callable[[int], Sequence[str]],
+        *,
+        ready_path: str,
+        log: Path,
+        label: str,
+        env: Mapping[str, str] | None = None,
+        port_taken: Callable[[str], bool] = lambda tail: False,
+    ) -> None:
+        self._command = command
+        self._ready_path = ready_path.lstrip("/")
+        self._log = log
+        self._label = label
+        self._env = dict(env) if env is not None else None
+        self._port_taken = port_taken
+        self.port = free_port()
+        self._proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def upstream(self) -> str:
+        """The product's own origin, ``http://127.0.0.1:<port>/`` (the proxy forwards here)."""
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def gone(self) -> str | None:
+        """Why the product's process no longer serves, or None while it runs (for
+        ``ProvisionedEpisode.gone``)."""
+        proc = self._proc
+        if proc is None:
+            return None
+        code = proc.returncode
+        if code is None:  # it may have exited and not been reaped yet: ask, leaving it be
+            try:
+                info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # reaped this instant: its return code is on its way
+                info = None
+            else:
+                if info is None:
+                    return None
+            if info is not None:
+                killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+                code = -info.si_status if killed else info.si_status
+        how = "" if code is None else f" (signal {-code})" if code < 0 else f" (status {code})"
+        return f"the {self._label} (pid {proc.pid}) died{how}"
+
+    async def start(self, on_port: Callable[[str], None] | None = None) -> None:
+        """Spawn the product and wait until ``ready_path`` answers 200."""
+        for attempt in range(self.BIND_ATTEMPTS):
+            if attempt:
+                self.port = free_port()
+                if on_port is not None:
+                    on_port(self.upstream)
+            await self._spawn()
+            try:
+                await self._wait_ready()
+                return
+            except PortTaken:
+                continue
+        raise RuntimeError(f"the {self._label} found no free port in {self.BIND_ATTEMPTS} attempts")
+
+    async def _spawn(self) -> None:
+        log = self._log.open("wb")
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self._command(self.port),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=self._env,
+                preexec_fn=die_with_parent,
+            )
+        finally:
+            log.close()
+
+    async def _wait_ready(self) -> None:
+        proc = self._proc
+        assert proc is not None
+        url = self.upstream + self._ready_path
+        deadline = anyio.current_time() + self.READY_TIMEOUT_S
+        probe = aiohttp.ClientTimeout(total=self.PROBE_TIMEOUT_S)
+        async with aiohttp.ClientSession(
+            cookie_jar=aiohttp.DummyCookieJar(), timeout=probe, trust_env=False
+        ) as session:
+            while True:
+                if proc.returncode is not None:
+                    tail = self.log_tail()
+                    if self._port_taken(tail):
+                        raise PortTaken
+                    raise RuntimeError(f"the {self._label} exited with {proc.returncode}: {tail}")
+                try:
+                    async with session.get(url, allow_redirects=False) as resp:
+                        await resp.read()
+                        if resp.status == 200:
+                            return
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                if anyio.current_time() > deadline:
+                    raise RuntimeError(
+                        f"the {self._label} was not ready after {self.READY_TIMEOUT_S:g}s: "
+                        f"{self.log_tail()}"
+                    )
+                await anyio.sleep(0.02)
+
+    def log_tail(self) -> str:
+        """The last line of the product's log (what a failure message quotes)."""
+        try:
+            lines = self._log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "no server log"
+        return lines[-1] if lines else "empty server log"
+
+    async def stop(self) -> None:
+        """Terminate the process and wait for it (so its port is free); SIGKILL after
+        ``STOP_TIMEOUT_S``. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            proc.terminate()
+            with anyio.move_on_after(self.STOP_TIMEOUT_S):
+                await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+def fresh_copy(pristine: Path, home: Path) -> None:
+    """A fresh copy of the run's pristine environment for one episode (blocking: run it
+    in a worker thread)."""
+    shutil.copytree(pristine, home)

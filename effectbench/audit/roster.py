@@ -27,7 +27,7 @@ from effectbench.arms.adversaries import (
 from effectbench.arms.reference import ReferenceArm
 from effectbench.core.arm import Arm
 from effectbench.core.model import DiffEffect, ParamRef, TaskSpec
-from effectbench.run.options import DEFAULTS
+from effectbench.run.defaults import DEFAULTS
 
 __all__ = [
     "AUDIT_ARMS",

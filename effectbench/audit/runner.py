@@ -20,7 +20,7 @@ from effectbench.audit.report import AUDIT_FILE, AuditReport
 from effectbench.audit.roster import DEFAULT_TRIALS
 from effectbench.core.model import TaskSpec
 from effectbench.core.provider import BenchmarkProvider
-from effectbench.run.options import DEFAULTS
+from effectbench.run.defaults import DEFAULTS
 
 __all__ = ["audit_provider"]
 

@@ -12,7 +12,7 @@ from effectbench.audit.checks import AuditError
 from effectbench.audit.report import AuditReport, format_audit
 from effectbench.audit.roster import DEFAULT_TRIALS
 from effectbench.audit.runner import audit_provider
-from effectbench.run.options import DEFAULTS
+from effectbench.run.defaults import DEFAULTS
 
 __all__ = ["audit_cli_main"]
 

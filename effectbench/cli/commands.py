@@ -21,7 +21,7 @@ from effectbench.cli.run_commands import audit, reference, run
 from effectbench.cli.run_dir_commands import compare, export, report, rescore, verify
 from effectbench.cli.view_command import view
 from effectbench.core.versions import PACKAGE_VERSION
-from effectbench.run.options import OptionsError
+from effectbench.run.defaults import OptionsError
 from effectbench.scaffold.command import new  # a module that imports only click
 
 __all__ = [

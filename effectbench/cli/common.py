@@ -15,7 +15,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from effectbench.core.rundir import LOG_FILE, RunDir
-from effectbench.run.options import DEFAULTS, OptionsError
+from effectbench.run.defaults import DEFAULTS, OptionsError
 
 __all__ = [
     "EXIT_INTERRUPTED",

@@ -12,7 +12,7 @@ import click
 from effectbench.cli.common import fail, provider_option, say
 from effectbench.cli.listing import emit_json, json_option
 from effectbench.core.rundir import LOG_FILE, RunDir
-from effectbench.run.options import DEFAULTS
+from effectbench.run.defaults import DEFAULTS
 
 __all__ = ["arms", "pack", "providers", "tasks"]
 

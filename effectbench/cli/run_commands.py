@@ -30,7 +30,7 @@ from effectbench.cli.common import (
     was_given,
 )
 from effectbench.core.rundir import RunDir
-from effectbench.run.options import DEFAULTS, OptionsError
+from effectbench.run.defaults import DEFAULTS, OptionsError
 
 __all__ = ["audit", "reference", "run"]
 

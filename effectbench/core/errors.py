@@ -4,7 +4,8 @@ A user error is something the user can fix (a wrong option, a directory that is 
 run, a broken plugin, a host that lacks what a run needs): its message says what to do,
 and the CLI prints it on one line and exits 2 by catching ``EffectBenchError``. Anything
 else is a bug. A configuration error (``ConfigurationError``) is the kind found on this
-host or in its settings: a server, a browser, bubblewrap, a model endpoint, a worker.
+host or in its settings: a server, a browser, a display, bubblewrap, a model endpoint, a
+worker.
 
 Every exception class defined in effectbench is drawn below, each under its direct base,
 with the module (under ``effectbench.``) that defines it; ``(+ ValueError)`` names a second
@@ -20,6 +21,8 @@ classes the package defines, so a new class goes in here or the test fails::
     │   ├── BrowserUnavailable  browser.launch
     │   ├── ComputerUseNotConfigured  arms.computer_use
     │   ├── ContainmentUnavailable  agents.exec
+    │   ├── DisplayStartError   displays.server
+    │   ├── DisplaysUnavailable  displays.tools
     │   ├── LlmNotConfigured    arms.llm
     │   ├── PgConfigError       postgres.server
     │   └── WorkerStartError    executors.dask_worker
@@ -30,7 +33,7 @@ classes the package defines, so a new class goes in here or the test fails::
     │       ├── ChainBroken     log.lines
     │       └── LogSchemaError  log.lines
     ├── MetricsError            projections.metrics (+ ValueError)
-    ├── OptionsError            run.options         (+ ValueError)
+    ├── OptionsError            run.defaults        (+ ValueError)
     ├── OutDirError             run.outdir
     ├── PackError               audit.pack          (+ ValueError)
     ├── PlanError               run.plan            (+ ValueError)
@@ -63,8 +66,10 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
     ModelEndpointError          arms.llm.client     the model endpoint failed the arm's episode
+    PortTaken                   providers_kit       a lost port race: the product starts again
     SkipEpisode                 core.provider       a provider declined an episode: it is skipped
     ToolError                   arms.llm.tools      a bad tool call: its message goes to the model
+    TooManyWaiting              agents.shots        too many screenshot requests: its episode fails
     PluginWarning               run.registry        a warning (warnings.warn), never raised
     └── DuplicatePluginWarning  run.registry
     _Episode                    run.episode         an episode stage failed, with a failure class

@@ -19,7 +19,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from effectbench.run.options import DEFAULT_MIN_COVERAGE
+from effectbench.run.defaults import DEFAULT_MIN_COVERAGE
 
 __all__ = [
     "ArmCoverage",

@@ -18,15 +18,13 @@ def _commands(command: click.Command, path: str) -> Iterator[tuple[str, click.Co
 
 
 def test_every_option_of_every_command_has_help_text() -> None:
+    walked = list(_commands(cli, "effectbench"))
+    paths = [path for path, _ in walked]
+    assert "effectbench run" in paths and "effectbench new provider" in paths
     bare: list[str] = []
-    for path, command in _commands(cli, "effectbench"):
+    for path, command in walked:
         ctx = click.Context(command, info_name=path)
         for param in command.get_params(ctx):
             if isinstance(param, click.Option) and not (param.help or "").strip():
                 bare.append(f"{path} {'/'.join(param.opts)}")
     assert not bare, f"options without help text: {', '.join(bare)}"
-
-
-def test_the_walk_reaches_the_nested_commands() -> None:
-    paths = [path for path, _ in _commands(cli, "effectbench")]
-    assert "effectbench run" in paths and "effectbench new provider" in paths

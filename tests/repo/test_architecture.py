@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "effectbench.faults",
         "effectbench.postgres",
         "effectbench.browser",
+        "effectbench.displays",
         "effectbench.agents",
     ),
     ("effectbench.run", "effectbench.executors"),

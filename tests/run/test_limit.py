@@ -66,5 +66,6 @@ def test_a_resume_keeps_the_recorded_limit_and_refuses_another(limited: Path) ->
 def test_a_limit_below_one_is_one_line(tmp_path: Path, bad: str) -> None:
     proc = run_cli("run", "--limit", bad, "--out", "r", cwd=tmp_path)
     assert proc.returncode == 2
-    assert "--limit" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "--limit" in proc.stderr and "must be a positive integer" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
