@@ -18,8 +18,10 @@ __all__ = ["run_warnings"]
 def run_warnings(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
     """One line per (task, arm) where a task declaring no correct action reached SUCCESS
     on every one of its trials; empty for a sound pack."""
-    impossible = {
-        t["task_id"] for t in manifest.get("tasks", ()) if not t.get("correct_action_available")
+    impossible = {  # a sealed (test-split) task's entry is redacted: it says nothing
+        t["task_id"]
+        for t in manifest.get("tasks", ())
+        if t.get("correct_action_available") is False
     }
     lines = []
     for arm in metrics.get("arm_order") or metrics.get("arms", {}):

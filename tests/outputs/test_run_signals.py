@@ -9,6 +9,7 @@ import attrs
 
 from effectbench.api import evaluate_provider
 from effectbench.arms.baselines import ScreenOnlyArm
+from effectbench.outputs.signals import run_warnings
 from effectbench.testing import InMemoryProvider, memory_task
 
 
@@ -35,3 +36,13 @@ def test_a_task_without_a_correct_action_that_succeeds_every_trial_is_warned_abo
         arms, InMemoryProvider(tasks=[memory_task("ok")]), trials=1, out=tmp_path / "honest"
     )
     assert "## Warnings" not in (honest.run_dir / "summary.md").read_text()
+
+
+def test_a_sealed_tasks_redacted_entry_is_not_warned_about() -> None:
+    """A test-split task's manifest entry does not say whether it has a correct action
+    (mockmed-full's sealed-1 reached SUCCESS on every trial, as its control should)."""
+    row = {"task_id": "sealed-1", "n_episodes": 2, "outcome_counts": {"success": 2}}
+    metrics = {"arms": {"screen_only": {"per_task": [row]}}}
+    assert run_warnings({"tasks": [{"task_id": "sealed-1"}]}, metrics) == []
+    declared = {"tasks": [{"task_id": "sealed-1", "correct_action_available": False}]}
+    assert len(run_warnings(declared, metrics)) == 1
