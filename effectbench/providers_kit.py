@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
-import aiohttp
 import anyio
 
 from effectbench.core.children import die_with_parent
@@ -286,6 +285,8 @@ class ProductProcess:
             log.close()
 
     async def _wait_ready(self) -> None:
+        import aiohttp  # here, not at the top: listing providers must not pay ~100 ms for it
+
         proc = self._proc
         assert proc is not None
         url = self.upstream + self._ready_path

@@ -30,7 +30,8 @@ from effectbench.displays.tools import DisplayTools
 
 __all__ = ["Display", "DisplayServer", "DisplayStartError"]
 
-A11Y_ENV: Final = "AT_SPI_BUS_ADDRESS"
+A11Y_BUS_VARIABLE: Final = "AT_SPI_BUS_ADDRESS"
+"""Set for the programs on a display (never read from ours): where the a11y bus listens."""
 START_TIMEOUT_S: Final = 20.0
 STOP_TIMEOUT_S: Final = 5.0
 SOCKET_DIR_MAX: Final = 107 - len("/effectbench-display-12345678/accessibility")
@@ -78,7 +79,7 @@ class Display:
         """The variables a client of this display runs with."""
         env = {"DISPLAY": self.name, "DBUS_SESSION_BUS_ADDRESS": self.session_bus}
         if self.a11y_bus is not None:
-            env[A11Y_ENV] = self.a11y_bus
+            env[A11Y_BUS_VARIABLE] = self.a11y_bus
         return env
 
 
@@ -124,7 +125,7 @@ class DisplayServer:
         a11y = None
         if self._tools.registry is not None:
             a11y = await self._bus("accessibility", directory, env)
-            await self._start_registry(self._tools.registry, directory, {**env, A11Y_ENV: a11y})
+            await self._start_registry(self._tools.registry, directory, {**env, A11Y_BUS_VARIABLE: a11y})
             await self._publish_a11y(number, a11y)
         return Display(number, X_SOCKETS / f"X{number}", session, a11y)
 
@@ -141,7 +142,7 @@ class DisplayServer:
             self._procs.append(_spawn([str(registry)], env, stderr=err))
         if self._tools.gdbus is None:
             return
-        address = env[A11Y_ENV].split(",")[0]
+        address = env[A11Y_BUS_VARIABLE].split(",")[0]
         wait = [self._tools.gdbus, "wait", f"--address={address}"]
         wait += ["--timeout", f"{START_TIMEOUT_S:g}", "org.a11y.atspi.Registry"]
         result = await anyio.run_process(wait, check=False)

@@ -374,9 +374,11 @@ async def test_an_unconfigured_llm_arm_refuses_the_run_before_anything_is_writte
     assert not (tmp_path / "r").exists()
 
 
-def test_the_llm_arm_lists_as_loaded_where_nothing_is_configured(tmp_path: Path) -> None:
-    """`effectbench arms` exits 1 on a broken plugin, so an unconfigured llm arm must load:
-    the missing endpoint is said when a run starts, not by every listing."""
+def test_the_llm_arm_lists_as_needing_its_endpoint_where_nothing_is_configured(
+    tmp_path: Path,
+) -> None:
+    """`effectbench arms` exits 1 on a broken plugin, so an unconfigured llm arm must load;
+    its row says "needs" and which variables to set (the readiness check), not "broken"."""
     bare_env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTBENCH_LLM_")}
     proc = subprocess.run(
         [sys.executable, "-m", "effectbench", "arms"],
@@ -384,7 +386,8 @@ def test_the_llm_arm_lists_as_loaded_where_nothing_is_configured(tmp_path: Path)
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     row = next(line for line in proc.stdout.splitlines() if line.startswith("llm "))
-    assert " loaded " in row
+    assert " needs " in row and " broken " not in row, row
+    assert "set EFFECTBENCH_LLM_BASE_URL and EFFECTBENCH_LLM_MODEL" in row, row
 
 
 def test_an_episodes_cost_source_is_null_exactly_when_its_cost_is_unknown() -> None:
