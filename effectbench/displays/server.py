@@ -125,7 +125,8 @@ class DisplayServer:
         a11y = None
         if self._tools.registry is not None:
             a11y = await self._bus("accessibility", directory, env)
-            await self._start_registry(self._tools.registry, directory, {**env, A11Y_BUS_VARIABLE: a11y})
+            registry_env = {**env, A11Y_BUS_VARIABLE: a11y}
+            await self._start_registry(self._tools.registry, directory, registry_env)
             await self._publish_a11y(number, a11y)
         return Display(number, X_SOCKETS / f"X{number}", session, a11y)
 
