@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import load_line, loadavg, median, table, waited, write_json
+from _common import byte_compile, load_line, loadavg, median, table, waited, write_json
 
 CLI_CASES: dict[str, list[str]] = {
     "--version": ["--version"],
@@ -51,17 +51,6 @@ def check_tree(tree: Path) -> None:
     for need in (exe(tree), tree / "bench" / "scheduler_overhead.py"):
         if not need.exists():
             raise SystemExit(f"{need} is missing: run `make setup` in {tree} first")
-
-
-def byte_compile(tree: Path) -> None:
-    python = tree / ".venv" / "bin" / "python"
-    for target in (tree / "effectbench", tree / "providers", tree / ".venv" / "lib"):
-        subprocess.run(
-            [str(python), "-m", "compileall", "-q", str(target)],
-            check=False,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
 
 
 def record_anchor(tree: Path, where: Path) -> Path:
@@ -139,7 +128,7 @@ def main() -> None:
     before, after = args.before.resolve(), args.after.resolve()
     for tree in (before, after):
         check_tree(tree)
-        byte_compile(tree)
+        byte_compile(tree / ".venv" / "bin" / "python", tree)
     start_load = loadavg()
     samples: dict[str, dict[Path, list[tuple[float, float]]]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,6 +20,7 @@ from effectbench.core.versions import PACKAGE_VERSION
 from effectbench.report.lists import FAILED_WHATS, OUTCOME_WHATS, list_anchor
 from effectbench.report.render import render
 from effectbench.viewer.episodes import FILTER_KEYS, EpisodeList, Filters
+from effectbench.viewer.rows import episode_rows
 from effectbench.viewer.runs import RunRow
 
 __all__ = ["COLUMNS", "episodes_page", "href", "index_page", "report_list"]
@@ -109,6 +110,7 @@ def episodes_page(
         up="../" * depth,
         has_report=RunDir(run_dir).report.is_file(),
         listing=listing,
+        rows=episode_rows(listing.rows, run, _query, served),
         filters={k: getattr(filters, k) for k in FILTER_KEYS},
         filter_keys=FILTER_KEYS,
         report_list=report_list(filters),
