@@ -78,20 +78,28 @@ def _ro_binds(paths: Iterable[str]) -> list[str]:
 
 
 def let_nobody_reach(paths: Iterable[str]) -> None:
-    """Give "others" search (x) permission on every parent of ``paths`` (root only).
+    """Give "others" search (x) permission on every parent of ``paths``, and on each
+    path that is a directory (root only).
 
     As root the sandbox is set up as nobody, and bubblewrap binds each program path as
     that user: under a parent nobody cannot enter (a checkout in root's 0700 home) every
-    episode failed ("bwrap: Can't find source path ...: Permission denied"). Search
-    permission lists nothing; it only lets nobody reach paths whose own mode allows it
-    (what effectbench.postgres.server does for the PostgreSQL binaries too)."""
+    episode failed ("bwrap: Can't find source path ...: Permission denied"), and in an
+    agent's own 0700 directory (``mktemp -d``) holding the run directory, bubblewrap
+    could not see the run directory it masks ("Can't mkdir .../run"), nor could the
+    agent read its own script. Search permission lists nothing; it only lets nobody
+    reach paths whose own mode allows it (what effectbench.postgres.server does for the
+    PostgreSQL binaries too)."""
     for p in paths:
-        for parent in Path(p).parents:
+        path = Path(p)
+        chain = [path] if path.is_dir() else []
+        for parent in path.parents:
             if parent == Path("/"):
                 break
-            mode = parent.stat().st_mode
+            chain.append(parent)
+        for d in chain:
+            mode = d.stat().st_mode
             if not mode & 0o001:
-                parent.chmod(mode | 0o001)
+                d.chmod(mode | 0o001)
 
 
 @attrs.frozen

@@ -62,3 +62,34 @@ def test_an_agent_under_a_parent_nobody_cannot_enter_still_runs(tmp_path: Path) 
         wrap(containment, [str(script)]), capture_output=True, text=True, check=False
     )
     assert (out.returncode, out.stdout) == (0, "agent ran\n"), out.stderr
+
+
+def test_an_agent_in_its_own_0700_directory_runs_with_the_run_directory_masked(
+    tmp_path: Path,
+) -> None:
+    """``mktemp -d`` makes a 0700 directory; an agent there with the run directory inside
+    failed at once ("bwrap: Can't mkdir .../run: Permission denied"): as nobody, bwrap
+    could not see the run directory it masks, nor the agent its own files."""
+    home = tmp_path / "mine"
+    home.mkdir()
+    script = home / "agent.sh"
+    script.write_text(
+        '#!/bin/sh\nhere="$(dirname "$0")"\nls -a "$here/run"\ncat "$here/notes.txt"\n'
+    )
+    script.chmod(0o755)
+    (home / "notes.txt").write_text("the agent's own file\n")
+    run = home / "run"
+    run.mkdir()
+    (run / "events.jsonl").write_text("the harness's log\n")
+    home.chmod(0o700)
+    containment = probe()
+    assert containment.available, containment.reason
+    out = subprocess.run(
+        wrap(containment, [str(script)], hide=[str(run)]),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # the run directory is there but empty (masked); the agent's own files are readable
+    assert (out.returncode, out.stdout) == (0, ".\n..\nthe agent's own file\n"), out.stderr
+    assert home.stat().st_mode & 0o777 == 0o701  # search only: nobody still lists nothing
