@@ -129,7 +129,7 @@ def compare(run_dirs: tuple[Path, ...], out_path: Path) -> int:
     if len(run_dirs) < 2:
         fail("give at least two run directories to compare")
     written = build_compare(list(run_dirs), out_path)
-    say(f"comparison: {written}")
+    say(f"comparison: {written.absolute()}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """Where a newcomer's results are (issue 30 item 3): ``run`` prints the absolute path of
-report.html, and the README's ``compare`` example follows the runs that make it work."""
+report.html, ``compare`` that of its page, and the README's ``compare`` example follows
+the runs that make it work."""
 
 from __future__ import annotations
 
@@ -45,3 +46,18 @@ def test_every_readme_compare_follows_the_runs_it_compares() -> None:
 def _outs(line: str) -> list[str]:
     words = line.split("#")[0].split()
     return [words[j + 1] for j, w in enumerate(words[:-1]) if w == "--out"]
+
+
+def test_compare_prints_the_absolute_path_of_the_page_it_wrote(tmp_path: Path) -> None:
+    for out, arm in (("a", "screen_only"), ("b", "effect_verified")):
+        proc = run_cli("run", *SMALL, "--arm", arm, "--out", out, "--no-report", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    proc = run_cli("compare", "a", "b", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"comparison: {tmp_path / 'compare.html'}"]
+    assert (tmp_path / "compare.html").is_file()
+    (tmp_path / "pages").mkdir()
+    proc = run_cli("compare", "a", "b", "--out", "pages/ab.html", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"comparison: {tmp_path / 'pages' / 'ab.html'}"]
+    assert (tmp_path / "pages" / "ab.html").is_file()
