@@ -27,6 +27,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
+from effectbench.agents.shims import unshimmed
+
 __all__ = ["SHARED_DIRS", "absolute_argv", "is_program", "program_paths"]
 
 SHARED_DIRS: Final = frozenset(
@@ -56,7 +58,9 @@ def absolute_argv(argv: Sequence[str]) -> list[str]:
     for i, arg in enumerate(argv):
         if i == 0 and "/" not in arg:
             found = shutil.which(arg)
-            out.append(found if found is not None else arg)
+            out.append(unshimmed(found) if found is not None else arg)
+        elif i == 0 and Path(arg).is_file():
+            out.append(unshimmed(os.path.abspath(arg)))
         elif arg.startswith("-") or not Path(arg).exists():
             out.append(arg)
         elif is_program(i, arg):
