@@ -13,9 +13,9 @@ How each adversary builds its payload (the documented mutation rules):
   order, that holds a string taken from a run param, preferring fields the declared
   effect checks with ``field_equals`` and avoiding the effect's idempotency-key
   column; its value gets `` (amended)`` appended (so it still carries the trial tag).
-- ``wrong_target``: a provider may name confusable records in ``env.channels
-  ["confusable"]``, a JSON object ``{field: confusable value}`` (e.g.
-  ``{"patient_id": "p2"}``); the first solution field it names is redirected. Else
+- ``wrong_target``: a provider may name confusable records (``Alternatives.records``,
+  the ``confusable`` channel, ``{field: value}``, e.g. ``{"patient_id": "p2"}``); the
+  first solution field it names is redirected there. Else
   the first solution field that is not param-derived, preferring the effect's
   selector columns, is mutated: a string gets ``-x`` appended, an integer +1.
 - ``cross_trial``: the episode id is ``<arm>::<task_id>::t<trial>``; the arm computes
@@ -24,9 +24,11 @@ How each adversary builds its payload (the documented mutation rules):
   payload the next trial would submit.
 - ``wrong_value_<i>`` (one arm per fixed field, ``i`` from 1): the fixed fields are the
   solution fields that are not param-derived, in sorted name order; arm ``i`` perturbs
-  the ``i``-th one alone (a field ``env.channels["confusable"]`` names is redirected to
-  that other existing value; else a boolean is flipped, an integer gets +1, a float is
-  scaled by 100, a string gets ``-x`` appended). A task with fewer fixed fields gives
+  the ``i``-th one alone: to the field's confusable record, else to the first valid
+  value the provider offers for it that differs (``Alternatives.values``, the
+  ``alternatives`` channel: a product that validates enums refuses a made-up one);
+  else a boolean is flipped, an integer gets +1, a float is scaled by 100, a string
+  gets ``-x`` appended. A task with fewer fixed fields gives
   the arm nothing to do: it writes nothing and claims success.
 
 Two more attack diff tasks (SPEC 5.3), so the audit runs them where a task's effect is a
@@ -44,8 +46,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Final
 
-import orjson
-
 from effectbench.arms.reference import REFERENCE_NAME, Solution, cannot_act, submit
 from effectbench.arms.reference import ReferenceArm as OracleArm
 from effectbench.core.arm import TaskView
@@ -58,7 +58,7 @@ from effectbench.core.model import (
     JSONScalar,
     trial_tag,
 )
-from effectbench.core.provider import EnvHandle
+from effectbench.core.provider import Alternatives, EnvHandle
 
 __all__ = [
     "ADVERSARY_NAMES",
@@ -96,7 +96,6 @@ ADVERSARY_NAMES: Final = (
 )
 AMEND_SUFFIX: Final = " (amended)"
 TARGET_SUFFIX: Final = "-x"
-CONFUSABLE_CHANNEL: Final = "confusable"
 
 
 # --- pure payload builders ------------------------------------------------------------------
@@ -160,29 +159,15 @@ def wrong_field_solution(task: TaskView, solution: Solution) -> tuple[Solution, 
     return {**solution, field: f"{solution[field]}{AMEND_SUFFIX}"}, field
 
 
-def _offered_confusables(channels: Mapping[str, str]) -> dict[str, JSONScalar]:
-    raw = channels.get(CONFUSABLE_CHANNEL)
-    if not raw:
-        return {}
-    try:
-        parsed = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return {}
-    if not isinstance(parsed, dict):
-        return {}
-    return {
-        str(k): v for k, v in parsed.items() if v is None or isinstance(v, (str, int, float, bool))
-    }
-
-
 def wrong_target_solution(
     task: TaskView, solution: Solution, channels: Mapping[str, str]
 ) -> tuple[Solution, str] | None:
     """The solution aimed at a confusable record, and the field that was redirected."""
-    confusable = _offered_confusables(channels)
+    offered = Alternatives.from_channels(channels)
     for field in solution:
-        if field in confusable and confusable[field] != solution[field]:
-            return {**solution, field: confusable[field]}, field
+        record = offered.record(field, solution[field])
+        if record is not None:
+            return {**solution, field: record}, field
     selector = _selector(task.effect)
     plain = [
         k
@@ -253,9 +238,9 @@ def wrong_value_solution(
     if not 1 <= index <= len(fixed) or solution[fixed[index - 1]] is None:
         return None
     field = fixed[index - 1]
-    confusable = _offered_confusables(channels)
-    if field in confusable and confusable[field] != solution[field]:
-        return {**solution, field: confusable[field]}, field
+    other = Alternatives.from_channels(channels).value(field, solution[field])
+    if other is not None:
+        return {**solution, field: other}, field
     return {**solution, field: _perturbed(solution[field])}, field
 
 
@@ -268,7 +253,8 @@ class _Adversary:
     name: str
     records_actions = True
     """Each attack records what it did (docs/metrics.md: actions)."""
-    CLAIM: ClassVar[str] = "Done: the encounter is saved."
+    CLAIM: ClassVar[str] = "Done: the change is saved."
+    """Product-neutral words: the same adversary attacks every provider's tasks."""
 
     def _claim(self) -> AgentReport:
         return AgentReport(reported_success=True, halted=False, message=self.CLAIM)
@@ -299,7 +285,7 @@ class PhantomArm(_Adversary):
     never submits, then reports a confident, verified-sounding success."""
 
     name: str = "phantom"
-    CLAIM = "Saved and verified: the product's readback shows the encounter with the note."
+    CLAIM = "Saved and verified: the product's readback shows the change."
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         verifier = env.product_effect_verifier()

@@ -8,9 +8,10 @@ the arm never receives. The harness owns planning, timing, logging and scoring.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Final, Literal, Protocol, runtime_checkable
 
 import attrs
+import orjson
 
 from effectbench.core.agentlog import MODEL_CALL_BYTES, LogBudget, action_bytes
 from effectbench.core.model import JSONScalar, Snapshot, TaskSpec
@@ -172,6 +173,108 @@ class Telemetry:
         self.model_calls.append(call)
 
 
+CONFUSABLE_CHANNEL: Final = "confusable"
+ALTERNATIVES_CHANNEL: Final = "alternatives"
+
+
+_SCALARS: Final = (str, int, float, bool)
+
+
+def _scalar(value: object) -> bool:
+    """A value an alternative may be: a JSON scalar other than null (None means "no
+    alternative" to the adversaries)."""
+    return isinstance(value, _SCALARS)
+
+
+def _records(value: Mapping[str, JSONScalar]) -> Mapping[str, JSONScalar]:
+    return dict(value)
+
+
+def _values(
+    value: Mapping[str, Sequence[JSONScalar]],
+) -> Mapping[str, tuple[JSONScalar, ...]]:
+    return {str(k): tuple(v) for k, v in value.items()}
+
+
+@attrs.frozen
+class Alternatives:
+    """What an adversary may write instead of the right value, as the product accepts it.
+
+    A product that validates input (an enumerated priority, a foreign key) refuses a
+    made-up value such as ``critical-x``, so an attack built on one tests the product's
+    validation, not the oracle. ``records`` (channel ``confusable``, ``{field: value}``):
+    a value naming another existing record an arm could confuse with the intended one
+    (``wrong_target`` and ``extra_change`` aim there). ``values`` (channel
+    ``alternatives``, ``{field: [value, ...]}``): values the product accepts for a field
+    (``wrong_value_<i>`` writes the first that differs). Both go to every arm in its
+    channels: offer only what the product's own screens show."""
+
+    RECORDS_CHANNEL: ClassVar[str] = CONFUSABLE_CHANNEL
+    VALUES_CHANNEL: ClassVar[str] = ALTERNATIVES_CHANNEL
+
+    records: Mapping[str, JSONScalar] = attrs.field(factory=dict, converter=_records)
+    values: Mapping[str, tuple[JSONScalar, ...]] = attrs.field(factory=dict, converter=_values)
+
+    def __attrs_post_init__(self) -> None:
+        bad = [k for k, v in self.records.items() if not _scalar(v)]
+        bad += [k for k, vs in self.values.items() if not all(_scalar(v) for v in vs)]
+        if bad:
+            raise TypeError(f"alternatives for {sorted(bad)} must be JSON scalars, not null")
+
+    def channels(self) -> dict[str, str]:
+        """The channels that carry these to an arm (none for what is empty)."""
+        out: dict[str, str] = {}
+        if self.records:
+            out[CONFUSABLE_CHANNEL] = orjson.dumps(dict(self.records)).decode()
+        if self.values:
+            out[ALTERNATIVES_CHANNEL] = orjson.dumps(
+                {k: list(v) for k, v in self.values.items()}
+            ).decode()
+        return out
+
+    @classmethod
+    def from_channels(cls, channels: Mapping[str, str]) -> Alternatives:
+        """What an episode's channels offer; anything malformed offers nothing (an arm
+        never fails on a provider's typo, the audit just falls back to its mutations)."""
+        records = _object(channels.get(CONFUSABLE_CHANNEL))
+        values = _object(channels.get(ALTERNATIVES_CHANNEL))
+        return cls(
+            {str(k): v for k, v in records.items() if isinstance(v, _SCALARS)},
+            {
+                str(k): tuple(x for x in v if _scalar(x))
+                for k, v in values.items()
+                if isinstance(v, list)
+            },
+        )
+
+    def record(self, field: str, current: JSONScalar) -> JSONScalar | None:
+        """The confusable record for ``field``, when one is offered and is not ``current``."""
+        if field in self.records and self.records[field] != current:
+            return self.records[field]
+        return None
+
+    def value(self, field: str, current: JSONScalar) -> JSONScalar | None:
+        """Another value of ``field``: its confusable record, else the first offered
+        valid value that differs from ``current``; None when none is offered."""
+        found = self.record(field, current)
+        if found is not None:
+            return found
+        for candidate in self.values.get(field, ()):
+            if candidate != current:
+                return candidate
+        return None
+
+
+def _object(raw: str | None) -> dict[str, object]:
+    if not raw:
+        return {}
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
 @attrs.frozen
 class EnvHandle:
     """Everything an arm may touch. Structurally holds no oracle: only the product's
@@ -197,6 +300,11 @@ class EnvHandle:
     def product_effect_verifier(self) -> ProductVerifier | None:
         """The product's own readback, or None when the provider authored none."""
         return self.verifier
+
+    def alternatives(self) -> Alternatives:
+        """The confusable records and valid alternative values the provider offers in
+        the channels (effectbench.core.alternatives; empty when it offers none)."""
+        return Alternatives.from_channels(self.channels)
 
 
 @attrs.frozen

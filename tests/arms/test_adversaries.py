@@ -22,6 +22,7 @@ from effectbench.arms.adversaries import (
     WrongFieldArm,
     WrongTargetArm,
     parse_episode_id,
+    wrong_value_solution,
 )
 from effectbench.arms.reference import ReferenceArm
 from effectbench.core.arm import Arm, TaskView
@@ -37,7 +38,7 @@ from effectbench.core.model import (
     TrueState,
     trial_tag,
 )
-from effectbench.core.provider import EnvHandle, ProductResponse
+from effectbench.core.provider import Alternatives, EnvHandle, ProductResponse
 from effectbench.scoring.judge import judge
 
 TASK_ID = "demo::notes"
@@ -292,3 +293,65 @@ def test_the_reference_arm_keeps_its_old_names() -> None:
     assert adversaries.OracleArm is ReferenceArm
     assert ReferenceArm().name == REFERENCE_NAME == "oracle"
     assert type(Registry().arm("oracle")) is ReferenceArm
+
+
+def test_wrong_value_writes_an_offered_valid_value_not_a_made_up_one() -> None:
+    from effectbench.arms.adversaries import WrongValueArm
+
+    driver = RecordingDriver()
+    task, _ = view("wrong_value_2")
+    offered = Alternatives(values={"type": ("Triage", "Consult", "Follow-up")})
+    env = EnvHandle(channels=offered.channels(), driver=driver)
+    run(WrongValueArm(2), task, env)  # the fixed fields, sorted: patient_id, type
+    assert driver.rows[0]["type"] == "Consult"  # the first offered value that differs
+    assert env.alternatives() == offered
+
+
+scalars = st.one_of(st.booleans(), st.integers(-5, 5), st.text(max_size=4))
+
+
+@given(
+    st.dictionaries(st.sampled_from(["patient_id", "type"]), st.lists(scalars, max_size=4)),
+    st.sampled_from([1, 2]),
+)
+def test_wrong_value_draws_only_from_what_is_offered(
+    values: dict[str, list[JSONScalar]], index: int
+) -> None:
+    task, _ = view(f"wrong_value_{index}")
+    assert task.solution is not None
+    channels = Alternatives(values=values).channels()
+    built = wrong_value_solution(task, task.solution, channels, index)
+    assert built is not None
+    payload, field = built
+    before, after = task.solution[field], payload[field]
+    assert after != before and {k for k in payload if payload[k] != task.solution[k]} == {field}
+    offered = [v for v in values.get(field, []) if v != before]
+    if offered:
+        assert after == offered[0]
+    else:
+        assert after == f"{before}-x"  # nothing valid offered: the generic mutation
+
+
+@given(st.dictionaries(st.sampled_from(["confusable", "alternatives", "x"]), st.text()))
+def test_malformed_channels_offer_nothing_and_never_raise(channels: dict[str, str]) -> None:
+    offered = Alternatives.from_channels(channels)
+    assert Alternatives.from_channels(offered.channels()) == offered
+
+
+def test_no_adversary_claims_in_mockmeds_words() -> None:
+    from effectbench.arms.adversaries import ExtraChangeArm, PartialDiffArm, WrongValueArm
+
+    arms = [
+        NullArm(),
+        PhantomArm(),
+        DuplicateArm(),
+        WrongFieldArm(),
+        WrongTargetArm(),
+        CrossTrialArm(),
+        WrongValueArm(1),
+        ExtraChangeArm(),
+        PartialDiffArm(),
+    ]
+    for arm in arms:
+        words = set(arm.CLAIM.lower().replace(".", " ").replace(":", " ").split())
+        assert not words & {"encounter", "patient", "chart", "note", "visit"}, arm.CLAIM

@@ -122,7 +122,8 @@ def test_every_field_of_the_type_is_documented_and_nothing_else(cls: type) -> No
 def test_the_page_answers_the_questions_authors_asked() -> None:
     text = DOC.read_text()
     assert "## Refusal controls" in text and "never `control`" in text
-    assert "## The `confusable` channel" in text
+    assert "## Alternatives: confusable records and valid values" in text
+    assert "`Alternatives.values`" in text or "`values` (the `alternatives` channel" in text
     assert "**their order is not kept**" in text and "`TaskSpec.params`" in text
     assert "| `channel` | `str` |" in text
 

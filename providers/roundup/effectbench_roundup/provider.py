@@ -23,7 +23,12 @@ from effectbench.core.statedir import RunRoot
 from effectbench.faults import FaultProxy, ProxyPlan
 from effectbench.model import TaskSpec
 from effectbench.oracles.sqlite_store import SqliteStore
-from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.provider import (
+    Alternatives,
+    EnvHandle,
+    ProvisionedEpisode,
+    Telemetry,
+)
 from effectbench.providers_kit import ServedRun
 from effectbench_roundup.tasks import TASKS
 from effectbench_roundup.tracker import NAME, Tracker, build_pristine
@@ -164,9 +169,10 @@ class RoundupProvider:
         browser = _Browser(session, web, USER, PASSWORD)
         telemetry = Telemetry()
         channels = {"base_url": web}
-        confusable = task.fixture.get("confusable")
-        if isinstance(confusable, str) and confusable not in ("", "{}"):
-            channels["confusable"] = confusable
+        for name in (Alternatives.RECORDS_CHANNEL, Alternatives.VALUES_CHANNEL):
+            offered = task.fixture.get(name)
+            if isinstance(offered, str) and offered not in ("", "{}"):
+                channels[name] = offered
         env = EnvHandle(
             channels=channels,
             telemetry=telemetry,

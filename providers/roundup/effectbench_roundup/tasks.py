@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Final
 
 import attrs
-import orjson
 
 from effectbench.model import (
     AnyEffect,
@@ -36,6 +35,7 @@ from effectbench.model import (
     Update,
     Value,
 )
+from effectbench.provider import Alternatives
 from effectbench_roundup.client import TARGET
 
 __all__ = ["DEFENDED", "FAULTS", "TASKS", "VARIANTS", "task_id"]
@@ -180,6 +180,7 @@ class Job:
     faults: tuple[str, ...]
     params: Mapping[str, str] = attrs.field(factory=lambda: {"note": "note {tag}"})
     confusable: Mapping[str, str] = attrs.field(factory=lambda: {TARGET: "issue2"})
+    """Confusable records (``Alternatives.records``): the homonym issue by default."""
     nocsrf_only: tuple[str, ...] = ()
 
 
@@ -230,7 +231,6 @@ JOBS: Final[tuple[Job, ...]] = (
         ),
         ("ok", "partial_note", "duplicate", "phantom", "gateway_timeout", "double"),
         params={"note": "note {tag}", "title": "Scanner jammed on floor 3 ({tag})"},
-        confusable={"priority": "wish"},
         nocsrf_only=("double",),
     ),
     Job(
@@ -314,10 +314,29 @@ def task_id(variant: str, job: str, fault: str) -> str:
     return f"{PREFIX}::{variant}::{job}::{fault}"
 
 
+PRIORITIES: Final = ("critical", "urgent", "bug", "feature", "wish")
+STATUSES: Final = (
+    "unread",
+    "deferred",
+    "chatting",
+    "need-eg",
+    "in-progress",
+    "testing",
+    "done-cbb",
+    "resolved",
+)
+"""The classic template's priorities and statuses, in its order (what its forms offer)."""
+VALUES: Final = {"priority": PRIORITIES, "status": STATUSES, "assignedto": ("helpdesk", "alice")}
+"""Valid alternative values per field (``Alternatives.values``): Roundup refuses a made-up
+priority (``critical-x``), so the audit's ``wrong_value`` attacks write another real one."""
+
+
 def _fixture(variant: str, fault: str, confusable: Mapping[str, str]) -> dict[str, JSONScalar]:
+    offered = Alternatives(records=confusable, values=VALUES).channels()
     return {
         "csrf": variant == "csrf",
-        "confusable": orjson.dumps(dict(confusable)).decode(),
+        "confusable": offered.get(Alternatives.RECORDS_CHANNEL, "{}"),
+        "alternatives": offered[Alternatives.VALUES_CHANNEL],
         **FAULTS[fault].plan,
     }
 
