@@ -53,13 +53,15 @@ async def audit_provider(
     registry: Any = None,
     provider_timeout: float | None = None,
     task_globs: Sequence[str] = (),
+    limit: int | None = None,
 ) -> AuditReport:
     """Run the reference and every adversary over every task, then audit the log.
 
     The run is an ordinary run directory in ``out_dir`` (None: ``runs/<run-id>/``); the
     report is also written there as ``audit.json``, so the attestations travel with
     their evidence. ``provider_timeout`` None: the provider's ``provisioning_timeout``,
-    else the run's default.
+    else the run's default. ``limit``: only the first N tasks of the selection, in pack
+    order, as ``run --limit`` takes them (None: all).
     """
     from effectbench.api import RunError, evaluate_provider_async
     from effectbench.run.outdir import lost
@@ -74,7 +76,9 @@ async def audit_provider(
             f"audit directory {out_dir} already exists and is not empty; choose another --out or "
             "pass --force to replace it"
         )
-    names = roster.value_arm_names(_listed_tasks(provider, registry, task_globs))
+    if limit is not None and (isinstance(limit, bool) or limit < 1):
+        raise AuditError(f"--limit must be a positive integer, got {limit}")
+    names = roster.value_arm_names(_listed_tasks(provider, registry, task_globs)[:limit])
     diffs = set(roster.DIFF_ADVERSARY_NAMES) <= set(names)
     fields = len(names) - (len(roster.DIFF_ADVERSARY_NAMES) if diffs else 0)
     try:
@@ -88,6 +92,7 @@ async def audit_provider(
             registry=registry,
             provider_timeout=provider_timeout,
             task_globs=task_globs,
+            limit=limit,
         )
     except RunError as exc:
         raise AuditError(str(exc)) from None

@@ -25,12 +25,14 @@ def audit_cli_main(
     concurrency: int = DEFAULTS.audit_concurrency,
     force: bool = False,
     task_globs: Sequence[str] = (),
+    limit: int | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     provider_timeout: float | None = None,
 ) -> int:
     """``effectbench audit --provider NAME``: 0 when every task is audited, 1 with the
-    reasons when any task fails, 2 (one line on stderr) when the audit cannot run."""
+    reasons when any task fails, 2 (one line on stderr) when the audit cannot run.
+    ``limit``: only the first N tasks ``task_globs`` select, in pack order (None: all)."""
     import anyio
 
     from effectbench.run.outdir import RunDirLost
@@ -58,6 +60,7 @@ def audit_cli_main(
             force=force,
             provider_timeout=provider_timeout,
             task_globs=task_globs,
+            limit=limit,
         )
 
     try:

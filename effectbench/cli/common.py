@@ -120,6 +120,18 @@ def trials_option(default: int) -> Callable[[_F], _F]:
     )
 
 
+def limit_option(resume: str = "") -> Callable[[_F], _F]:
+    """``--limit N`` as ``run`` and ``audit`` both take it (the plan cuts the selection)."""
+    return click.option(
+        "--limit",
+        type=int,
+        metavar="N",
+        callback=positive_int("--limit"),
+        help=f"Only the first N tasks of the selection, in pack order (a quick try){resume}. "
+        "[default: all]",
+    )
+
+
 def out_option(what: str = "Run directory.") -> Callable[[_F], _F]:
     return click.option(
         "--out", type=click.Path(path_type=Path), help=f"{what} [default: runs/<run-id>/]"

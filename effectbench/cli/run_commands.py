@@ -18,9 +18,9 @@ from effectbench.cli.common import (
     flag_message,
     force_option,
     headline,
+    limit_option,
     no_report_option,
     out_option,
-    positive_int,
     provider_option,
     provider_timeout_option,
     quiet_option,
@@ -54,14 +54,7 @@ __all__ = ["audit", "reference", "run"]
     metavar="GLOB",
     help="Only tasks whose id matches (repeatable).",
 )
-@click.option(
-    "--limit",
-    type=int,
-    metavar="N",
-    callback=positive_int("--limit"),
-    help="Only the first N tasks of the selection, in pack order (a quick try); a resume "
-    "keeps the recorded one. [default: all]",
-)
+@limit_option("; a resume keeps the recorded one")
 @out_option()
 @click.option(
     "--resume",
@@ -350,6 +343,7 @@ def reference(
     metavar="GLOB",
     help="Only tasks whose id matches (repeatable).",
 )
+@limit_option()
 @out_option("Audit run directory.")
 @provider_timeout_option("")
 @force_option
@@ -358,6 +352,7 @@ def audit(
     trials: int,
     concurrency: int,
     tasks: tuple[str, ...],
+    limit: int | None,
     out: Path | None,
     provider_timeout: float | None,
     force: bool,
@@ -374,4 +369,5 @@ def audit(
         force=force,
         provider_timeout=provider_timeout,
         task_globs=tasks,
+        limit=limit,
     )

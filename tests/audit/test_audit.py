@@ -42,7 +42,7 @@ from effectbench.core.model import (
     Substrate,
     TaskSpec,
 )
-from effectbench.testing import InMemoryProvider, MemoryForm
+from effectbench.testing import InMemoryProvider, MemoryForm, run_cli
 
 # --- a tiny SQLite product with planted weaknesses ----------------------------------------------
 
@@ -619,6 +619,29 @@ def test_cli_audit_task_globs_select_tasks_like_run(tmp_path: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "selects no task" in bad.stderr
+
+
+def test_cli_audit_limit_takes_the_first_tasks_of_the_selection_like_run(tmp_path: Path) -> None:
+    """`audit --limit N` audits the first N tasks the globs select, in pack order, as
+    `run --limit` plans them; 0 is one line, exit 2."""
+    from effectbench_mockmed import TASKS
+
+    base = ("audit", "--provider", "mockmed", "--trials", "1")
+    proc = run_cli(*base, "--limit", "2", "--out", "all", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2/2 audited: every task audited" in proc.stdout
+    audited = orjson.loads((tmp_path / "all" / "audit.json").read_bytes())["tasks"]
+    assert [t["task_id"] for t in audited] == [t.task_id for t in TASKS[:2]]
+    picked = [t.task_id for t in TASKS if "t" in t.task_id.removeprefix("mockmed::")][:3]
+    proc = run_cli(*base, "--task", "mockmed::*t*", "--limit", "3", "--out", "some", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    audited = orjson.loads((tmp_path / "some" / "audit.json").read_bytes())["tasks"]
+    assert [t["task_id"] for t in audited] == picked
+    planned = orjson.loads((tmp_path / "some" / "manifest.json").read_bytes())["tasks"]
+    assert [t["task_id"] for t in planned] == picked
+    bad = run_cli(*base, "--limit", "0", "--out", "none", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--limit" in bad.stderr
+    assert not (tmp_path / "none").exists()
 
 
 class _InertPartialMockMed:
