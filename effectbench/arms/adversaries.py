@@ -17,7 +17,8 @@ How each adversary builds its payload (the documented mutation rules):
   the ``confusable`` channel, ``{field: value}``, e.g. ``{"patient_id": "p2"}``); the
   first solution field it names is redirected there. Else
   the first solution field that is not param-derived, preferring the effect's
-  selector columns, is mutated: a string gets ``-x`` appended, an integer +1.
+  selector columns, gets the first offered valid value that differs
+  (``Alternatives.values``), or is mutated: a string gets ``-x`` appended, an integer +1.
 - ``cross_trial``: the episode id is ``<arm>::<task_id>::t<trial>``; the arm computes
   this trial's tag and trial ``trial + 1``'s tag with ``trial_tag`` and replaces the
   former with the latter in every string of the solution, i.e. it submits the
@@ -181,8 +182,13 @@ def wrong_target_solution(
         return None
     field = ranked[0]
     value = solution[field]
+    offered_value = offered.value(field, value)
     mutated: JSONScalar = (
-        f"{value}{TARGET_SUFFIX}" if isinstance(value, str) else int(value or 0) + 1
+        offered_value
+        if offered_value is not None
+        else f"{value}{TARGET_SUFFIX}"
+        if isinstance(value, str)
+        else int(value or 0) + 1
     )
     return {**solution, field: mutated}, field
 

@@ -355,3 +355,16 @@ def test_no_adversary_claims_in_mockmeds_words() -> None:
     for arm in arms:
         words = set(arm.CLAIM.lower().replace(".", " ").replace(":", " ").split())
         assert not words & {"encounter", "patient", "chart", "note", "visit"}, arm.CLAIM
+
+
+def test_wrong_target_without_a_record_takes_an_offered_value_of_its_field() -> None:
+    """A product that validates targets refuses ``p1-x``: offered patients are used instead,
+    and only a field offering no other value falls back to the made-up one."""
+    task, params = view("wrong_target")
+    assert task.solution is not None
+    for offered, expected in (((), "p1-x"), (("p1",), "p1-x"), (("p1", "p3"), "p3")):
+        driver = RecordingDriver()
+        channels = Alternatives(values={"patient_id": offered}).channels() if offered else {}
+        run(WrongTargetArm(), task, EnvHandle(channels=channels, driver=driver))
+        (row,) = driver.rows
+        assert row["patient_id"] == expected and row["note"] == params["note"]
