@@ -20,7 +20,7 @@ import structlog
 
 from effectbench.core.errors import one_line
 from effectbench.displays.server import Display, DisplayServer
-from effectbench.displays.tools import find_tools
+from effectbench.displays.tools import find_tools, vnc_tools
 
 log = structlog.get_logger("effectbench.displays.pool")
 
@@ -34,12 +34,19 @@ class DisplayPool:
     """``displays`` virtual displays, started together; ``episode()`` lends one."""
 
     def __init__(
-        self, *, displays: int = 1, geometry: str = GEOMETRY, tmp_dir: Path | None = None
+        self,
+        *,
+        displays: int = 1,
+        geometry: str = GEOMETRY,
+        tmp_dir: Path | None = None,
+        vnc: bool = False,
     ) -> None:
         if displays < 1:
             raise ValueError(f"a display pool needs at least one display, got {displays}")
         self._size = displays
         self._geometry = geometry
+        self._vnc = vnc
+        """Serve each display over VNC (Xvnc in Xvfb's place; displays/server.py)."""
         self._tmp_dir = tmp_dir
         self._servers: list[DisplayServer] = []
         self._free_send, self._free = anyio.create_memory_object_stream[DisplayServer](displays)
@@ -51,8 +58,11 @@ class DisplayPool:
         if self._servers:
             raise RuntimeError("DisplayPool.start() called twice; call stop() first")
         tools = find_tools()
+        if self._vnc:
+            vnc_tools(tools)  # missing: one line before anything starts
         self._servers = [
-            DisplayServer(tools, self._geometry, self._tmp_dir) for _ in range(self._size)
+            DisplayServer(tools, self._geometry, self._tmp_dir, vnc=self._vnc)
+            for _ in range(self._size)
         ]
         failures: list[Exception] = []
         try:
