@@ -64,6 +64,13 @@ class Frame:
         self.image().save(out, format="PNG", compress_level=1)
         return out.getvalue()
 
+    def crop(self, box: Box) -> Frame:
+        """The pixels in ``box`` as a frame of their own (a template to find later)."""
+        row = box.width * 4
+        stride = self.width * 4
+        rows = (self.pixels[(box.y + r) * stride + box.x * 4 :][:row] for r in range(box.height))
+        return Frame(box.width, box.height, b"".join(rows))
+
     def pixel(self, x: int, y: int) -> tuple[int, int, int]:
         """The (red, green, blue) at ``x``, ``y``."""
         at = (y * self.width + x) * 4
