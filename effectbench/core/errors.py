@@ -66,7 +66,9 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
     ModelEndpointError          arms.llm.client     the model endpoint failed the arm's episode
+    NotOnScreen                 displays.pixels     a phrase did not show: the driver fails
     PortTaken                   providers_kit       a lost port race: the product starts again
+    RfbError                    displays.rfb        a VNC server refused a client: its caller fails
     SkipEpisode                 core.provider       a provider declined an episode: it is skipped
     ToolError                   arms.llm.tools      a bad tool call: its message goes to the model
     TooManyWaiting              agents.shots        too many screenshot requests: its episode fails

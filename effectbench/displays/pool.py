@@ -21,7 +21,7 @@ import structlog
 
 from effectbench.core.errors import one_line
 from effectbench.displays.server import Display, DisplayServer
-from effectbench.displays.tools import DisplayTools, find_tools
+from effectbench.displays.tools import DisplayTools, find_tools, vnc_tools
 
 log = structlog.get_logger("effectbench.displays.pool")
 
@@ -41,6 +41,7 @@ class DisplayPool:
         geometry: str = GEOMETRY,
         tmp_dir: Path | None = None,
         grow: bool = False,
+        vnc: bool = False,
     ) -> None:
         """``grow``: when every display is lent, ``episode()`` starts one more instead of
         waiting (for an owner that does not know its concurrency, such as a provider)."""
@@ -48,6 +49,8 @@ class DisplayPool:
             raise ValueError(f"a display pool needs at least one display, got {displays}")
         self._size = displays
         self._geometry = geometry
+        self._vnc = vnc
+        """Serve each display over VNC (Xvnc in Xvfb's place; displays/server.py)."""
         self._tmp_dir = tmp_dir
         self._grow = grow
         self._tools: DisplayTools | None = None
@@ -62,8 +65,11 @@ class DisplayPool:
         if self._servers:
             raise RuntimeError("DisplayPool.start() called twice; call stop() first")
         tools = self._tools = find_tools()
+        if self._vnc:
+            vnc_tools(tools)  # missing: one line before anything starts
         self._servers = [
-            DisplayServer(tools, self._geometry, self._tmp_dir) for _ in range(self._size)
+            DisplayServer(tools, self._geometry, self._tmp_dir, vnc=self._vnc)
+            for _ in range(self._size)
         ]
         failures: list[Exception] = []
         try:
@@ -118,7 +124,7 @@ class DisplayPool:
             try:
                 return self._free.receive_nowait()
             except anyio.WouldBlock:
-                server = DisplayServer(self._tools, self._geometry, self._tmp_dir)
+                server = DisplayServer(self._tools, self._geometry, self._tmp_dir, vnc=self._vnc)
                 self._servers.append(server)
                 return server
         return await self._free.receive()
