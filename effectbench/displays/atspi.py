@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import attrs
 
-from effectbench.core.errors import ConfigurationError
+from effectbench.displays.tools import DisplaysUnavailable
 
 __all__ = ["AccessibilityBus", "AccessibilityError", "Node", "Ref"]
 
@@ -45,8 +45,9 @@ STATES: Final = (
 """AT-SPI's StateType, in bit order (atspi-constants.h)."""
 
 
-class AccessibilityError(ConfigurationError):
-    """The accessibility bus or an application on it did not answer as AT-SPI does."""
+class AccessibilityError(Exception):
+    """The accessibility bus or an application on it did not answer as asked (no such
+    node, action or bus): the driver or arm that asked fails its episode."""
 
 
 @attrs.frozen
@@ -144,7 +145,7 @@ class AccessibilityBus:
         try:
             from dbus_fast.aio import MessageBus
         except ImportError as exc:
-            raise AccessibilityError(
+            raise DisplaysUnavailable(
                 "the desktop channel needs dbus-fast: pip install 'effectbench[desktop]'"
             ) from exc
 
