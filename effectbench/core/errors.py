@@ -54,6 +54,7 @@ Outside it, on purpose: signals caught where they are raised, an episode's failu
 the log records, and warnings. None is an error of the user's, and none reaches the CLI
 (if one did, it would be a bug: "internal error", exit 1). Each root says why::
 
+    AccessibilityError          displays.atspi      an app did not answer as asked: the driver fails
     ActionError                 arms.computer_use.actions  a bad action: back to the model
     AgentFailure                agents.channel      an agent failed an episode: its logged failure
     ├── AgentExited             agents.channel

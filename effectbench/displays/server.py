@@ -36,7 +36,7 @@ from effectbench.core.children import die_with_parent
 from effectbench.core.errors import ConfigurationError
 from effectbench.displays.tools import DisplayTools, vnc_tools
 
-__all__ = ["Display", "DisplayServer", "DisplayStartError", "VncServer"]
+__all__ = ["Display", "DisplayServer", "DisplayStartError", "VncServer", "read_line"]
 
 A11Y_BUS_VARIABLE: Final = "AT_SPI_BUS_ADDRESS"
 """Set for the programs on a display (never read from ours): where the a11y bus listens."""
@@ -227,21 +227,22 @@ class DisplayServer:
             self._procs.append(proc)
             os.close(write_fd)
             write_fd = -1
-            return await _read_line(read_fd, what, log)
+            return await read_line(read_fd, what, log)
         finally:
             os.close(read_fd)
             if write_fd >= 0:
                 os.close(write_fd)
 
     def launch(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, keep: int = -1
     ) -> subprocess.Popen[bytes]:
-        """A client of this display (its variables set, its output discarded), killed
-        when the display is reset or stopped and when the harness dies. Call from the
-        event loop's thread."""
+        """A client of this display (its variables set, its output discarded, the file
+        descriptor ``keep`` left open in it), killed when the display is reset or stopped
+        and when the harness dies. Call from the event loop's thread."""
         if self.display is None:
             raise RuntimeError("DisplayServer.launch() before start()")
-        proc = _spawn(argv, {**(env or {}), **self.display.environment()}, stderr=None)
+        env = {**(env or {}), **self.display.environment()}
+        proc = _spawn(argv, env, stderr=None, keep=keep)
         self._clients.append(proc)
         return proc
 
@@ -294,7 +295,9 @@ def _short(tmp_dir: Path | None) -> Path | None:
     return tmp_dir
 
 
-async def _read_line(fd: int, what: str, log: Path) -> str:
+async def read_line(fd: int, what: str, log: Path | None = None) -> str:
+    """The line a starting process writes on ``fd`` once it is ready (its log's last
+    words in the error when it exits first or is not ready in time)."""
     os.set_blocking(fd, False)
     data = b""
     with anyio.move_on_after(START_TIMEOUT_S):
@@ -308,7 +311,9 @@ async def _read_line(fd: int, what: str, log: Path) -> str:
     raise DisplayStartError(f"{what} was not ready within {START_TIMEOUT_S:g} s{_last_words(log)}")
 
 
-def _last_words(log: Path) -> str:
+def _last_words(log: Path | None) -> str:
+    if log is None:
+        return ""
     try:
         lines = log.read_text(errors="replace").strip().splitlines()
     except OSError:
