@@ -64,6 +64,7 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     ├── AgentStartFailed        agents.channel
     └── AgentTimeout            agents.channel
     CdpError                    browser.cdp         a DevTools command failed; the proxy handles it
+    DoorError                   agents.door         a VNC port did not open: the agent's failure
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
     ModelEndpointError          arms.llm.client     the model endpoint failed the arm's episode

@@ -12,7 +12,7 @@ the display (its X socket, its buses, the product's HTTP port) is.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final
@@ -94,18 +94,20 @@ async def _accept(listener: anyio.abc.Listener[anyio.abc.SocketStream], socket: 
             except anyio.WouldBlock:
                 return
             try:
-                await relay(client, socket)
+                await relay(client, lambda: anyio.connect_unix(socket))
             finally:
                 limit.release()
 
     await listener.serve(one)
 
 
-async def relay(client: anyio.abc.ByteStream, socket: Path) -> None:
-    """Copy bytes both ways between ``client`` and the Unix socket at ``socket`` until
-    either side closes."""
+async def relay(
+    client: anyio.abc.ByteStream, connect: Callable[[], Awaitable[anyio.abc.ByteStream]]
+) -> None:
+    """Copy bytes both ways between ``client`` and what ``connect`` opens until either
+    side closes."""
     try:
-        server = await anyio.connect_unix(socket)
+        server = await connect()
     except OSError:
         return  # the display is gone (being reset): the client sees its connection close
     async with server, anyio.create_task_group() as tg:
