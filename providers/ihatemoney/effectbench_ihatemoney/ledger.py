@@ -95,7 +95,8 @@ class Ledger:
             log=home / "server.log",
             label="I Hate Money server (flask run)",
             env=product_env(home),
-            port_taken=lambda tail: "Address already in use" in tail,
+            # Werkzeug's last words on a port another process took first
+            port_taken=lambda tail: "in use by another program" in tail,
         )
 
     async def start(
