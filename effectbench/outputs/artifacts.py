@@ -53,6 +53,7 @@ from effectbench.projections.metrics import (
     MetricsError,
     PlanIndex,
 )
+from effectbench.projections.substrates import SUBSTRATE_COLUMNS, substrate_rows
 from effectbench.scoring.stats import Z95
 
 __all__ = [
@@ -561,6 +562,17 @@ def _ks(block: Mapping[str, Any]) -> list[str]:
     return sorted(block, key=int)
 
 
+def _by_substrate(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Each arm's cells with the substrates as columns, for a run over several substrates
+    (``effectbench.projections.substrates``); empty for a run over one."""
+    out: dict[str, Any] = {}
+    for name, arm in metrics["arms"].items():
+        rows = substrate_rows((c["category"], c["substrate"], c) for c in arm.get("cells", ()))
+        if rows is not None:
+            out[name] = rows
+    return out
+
+
 def render_summary(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
     """summary.md from the manifest and metrics alone (jinja2 template in the package)."""
     import jinja2
@@ -593,6 +605,8 @@ def render_summary(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> s
         num=_num,
         ks=_ks,
         frac=_frac,
+        by_substrate=_by_substrate(metrics),
+        substrates=SUBSTRATE_COLUMNS,
         min_trials=MIN_TRIALS_PER_TASK,
         fixture_lead=FIXTURE_LEAD,
         fixture_body=fixture_body,
