@@ -143,7 +143,7 @@ class MockMedSubstratesProvider(MockMedProvider):
             raise
         channels = {k: v for k, v in web.channels.items() if k != "base_url"}
         env = EnvHandle(
-            channels={**channels, **app.channel()},
+            channels={**channels, **app.channel().channels()},
             telemetry=web.telemetry,
             driver=DesktopFormDriver(app, web.telemetry),
             verifier=web.verifier,
