@@ -114,13 +114,15 @@ class RemoteFormDriver:
     async def _banner(self, screen: Screen, heading: Box, save: Box) -> tuple[bool, str, Frame]:
         """The banner's text and kind once the client shows its answer: the row between
         the heading and the first field, read until it holds text."""
+        row = Box(0, heading.bottom + 4, save.right + 16, 40)
         with anyio.move_on_after(SAVE_TIMEOUT_S):
             while True:
                 frame = await screen.settle()
-                row = Box(0, heading.bottom + 4, save.right + 16, 40)
-                reading = await screen.read(frame, row)
-                if reading.lines:
-                    return _is_green(frame, reading), reading.text.replace("\n", " "), frame
+                if _painted(frame, row):  # OCR only once something is in the row
+                    reading = await screen.read(frame, row)
+                    if reading.lines:
+                        text = reading.text.replace("\n", " ")
+                        return _is_green(frame, reading), text, frame
                 await screen.client.changed(SAVE_TIMEOUT_S)
         return False, "The window stopped responding", screen.client.frame
 
@@ -176,6 +178,16 @@ def _changed(before: Frame, after: Frame) -> Box | None:
         return None
     left, top, right, bottom = bbox
     return Box(left, top, right - left, bottom - top)
+
+
+def _painted(frame: Frame, row: Box) -> bool:
+    """Whether anything but the window's colour shows in ``row`` (sampled every 4 px)."""
+    window = frame.pixel(2, row.y)
+    return any(
+        _far(frame.pixel(x, y), window)
+        for y in range(row.y, min(frame.height, row.bottom), 4)
+        for x in range(row.x + 2, min(frame.width, row.right), 4)
+    )
 
 
 def _is_green(frame: Frame, reading: Reading) -> bool:
