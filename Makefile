@@ -14,7 +14,7 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(VENV)/.synced: $(UV) uv.lock pyproject.toml plugins_example/pyproject.toml providers/roundup/pyproject.toml
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml plugins_example/pyproject.toml providers/roundup/pyproject.toml providers/ihatemoney/pyproject.toml
 	$(UV) sync --frozen --inexact --all-packages --quiet
 	touch $@
 

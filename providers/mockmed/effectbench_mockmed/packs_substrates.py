@@ -159,7 +159,7 @@ class MockMedSubstratesProvider(MockMedProvider):
         stack = contextlib.AsyncExitStack()
         try:
             display = await stack.enter_async_context(pool.episode())
-            argv = [SYSTEM_PYTHON, "-I", str(CLIENT), web.channels["base_url"]]
+            argv = [SYSTEM_PYTHON, "-I", "-S", str(CLIENT), web.channels["base_url"]]
             app = await DesktopApp.launch(pool, display, argv)
             stack.push_async_callback(app.close)
             if vnc:
