@@ -37,6 +37,12 @@ FIELDS: Final = {
 }
 """Form field -> the label shown left of its widget (desktop/gtk_client.py)."""
 COMBOS: Final = frozenset({"patient_id", "type", "status"})
+FORM_TIMEOUT_S: Final = 20.0
+CHANGE_TIMEOUT_S: Final = 10.0
+"""How long a click on a combo box may take to open or close its list."""
+SETTLE_QUIET_S: Final = 0.3
+"""Quiet after a list opened or closed (longer than ``Screen``'s default: the list
+slides in over a few frames)."""
 SAVE_TIMEOUT_S: Final = 35.0
 """Longer than the client's own HTTP timeout (30 s), which then shows an error banner."""
 EDGE: Final = 24
@@ -62,11 +68,7 @@ class RemoteFormDriver:
 
     async def submit(self, values: Mapping[str, JSONScalar]) -> ProductResponse:
         async with self._screen() as screen:
-            form = await screen.read()
-            save = form.find("Save")
-            heading = form.find("New encounter")
-            if save is None or heading is None:
-                raise NotOnScreen(f"the form is not on the screen (read: {_said(form)})")
+            form, save, heading = await self._form(screen)
             for field, value in values.items():
                 label = FIELDS.get(field)
                 if label is None:
@@ -90,6 +92,20 @@ class RemoteFormDriver:
         self._telemetry.action("submit_form", status=None, screen_says_saved=saved)
         return ProductResponse(screen_says_saved=saved, status=None, message=message)
 
+    async def _form(self, screen: Screen) -> tuple[Reading, Box, Box]:
+        """The form once its heading and Save read (a window still painting is read
+        again when it changes)."""
+        form: Reading | None = None
+        with anyio.move_on_after(FORM_TIMEOUT_S):
+            while True:
+                form = await screen.read()
+                save, heading = form.find("Save"), form.find("New encounter")
+                if save is not None and heading is not None:
+                    return form, save, heading
+                await screen.client.changed(FORM_TIMEOUT_S)
+        seen = _said(form) if form is not None else "nothing"
+        raise NotOnScreen(f"the form is not on the screen (read: {seen})")
+
     async def _choose(
         self, screen: Screen, form: Reading, label: Box, widget: Box, value: str
     ) -> None:
@@ -100,13 +116,13 @@ class RemoteFormDriver:
                 return
         before = await screen.settle()
         await screen.click(*widget.center)
-        after = await screen.settle()
+        after = await _next(screen)  # the list opening (a loaded machine paints late)
         popup = _changed(before, after)
         reading = await screen.read(after, popup)
         for line in reading.lines:
             if _names(line.text, value):
                 await screen.click(*line.box.center)
-                await screen.settle()
+                await _next(screen)  # and closing, before the next field is clicked
                 return
         await screen.press("Escape")
         raise NotOnScreen(f"the list offers no {value!r} (read: {_said(reading)})")
@@ -125,6 +141,12 @@ class RemoteFormDriver:
                         return _is_green(frame, reading), text, frame
                 await screen.client.changed(SAVE_TIMEOUT_S)
         return False, "The window stopped responding", screen.client.frame
+
+
+async def _next(screen: Screen) -> Frame:
+    """The screen after its next change, once it has settled."""
+    await screen.client.changed(CHANGE_TIMEOUT_S)
+    return await screen.settle(quiet_s=SETTLE_QUIET_S)
 
 
 def _said(reading: Reading) -> str:
