@@ -14,7 +14,7 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(VENV)/.synced: $(UV) uv.lock pyproject.toml plugins_example/pyproject.toml providers/roundup/pyproject.toml
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml plugins_example/pyproject.toml providers/roundup/pyproject.toml providers/ihatemoney/pyproject.toml
 	$(UV) sync --frozen --inexact --all-packages --quiet
 	touch $@
 
@@ -29,13 +29,18 @@ demo: setup
 # report; its headless shell is what runs episodes: a third of the CPU,
 # docs/performance.md), Node.js (a reference agent), npm (the Puppeteer example's
 # packages), bubblewrap (agent containment), and the display pool's Xvfb, D-Bus,
-# AT-SPI registry, gdbus (waits for it) and X utilities (docs/substrates.md).
+# AT-SPI registry, gdbus (waits for it) and X utilities, TigerVNC's Xvnc and vncpasswd
+# (remote_display), tesseract (its OCR) and Debian's python3 with GTK 3 for MockMed's
+# desktop client (docs/substrates.md).
 # Installed when missing and root; otherwise the command to run is printed and make stops.
 SYSTEM_DEPS := chromium:chromium chromium-headless-shell:chromium-headless-shell node:nodejs npm:npm bwrap:bubblewrap unshare:util-linux \
-	Xvfb:xvfb dbus-daemon:dbus dbus-send:dbus /usr/libexec/at-spi2-registryd:at-spi2-core gdbus:libglib2.0-bin xprop:x11-utils xdpyinfo:x11-utils
+	Xvfb:xvfb dbus-daemon:dbus dbus-send:dbus /usr/libexec/at-spi2-registryd:at-spi2-core gdbus:libglib2.0-bin xprop:x11-utils xdpyinfo:x11-utils \
+	Xvnc:tigervnc-standalone-server vncpasswd:tigervnc-tools xmessage:x11-utils tesseract:tesseract-ocr
 system-deps:
 	@missing=""; for pair in $(SYSTEM_DEPS); do \
 	    command -v "$${pair%%:*}" >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+	/usr/bin/python3 -c "import gi; gi.require_version('Gtk', '3.0')" >/dev/null 2>&1 \
+	    || missing="$$missing python3-gi gir1.2-gtk-3.0"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \

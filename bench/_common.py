@@ -140,6 +140,46 @@ def byte_compile(python: Path, tree: Path) -> None:
         )
 
 
+def scheduled_run(
+    provider: Any,
+    tasks: Sequence[Any],
+    arms: dict[str, Any],
+    trials: int,
+    concurrency: int,
+    cpu: Callable[[], float],
+    settle: Callable[[], None] = lambda: None,
+) -> tuple[float, float, int]:
+    """One scheduler run of ``arms`` on ``tasks`` in a temporary directory: (wall s, how
+    far ``cpu`` moved, after ``settle``, episodes). Exits when an episode did not finish."""
+    plan = build_plan(ProviderInfo(provider.name, provider.version), tasks, list(arms), trials)
+    with tempfile.TemporaryDirectory() as tmp:
+        sched = Scheduler(
+            plan, provider, arms, Path(tmp), run_id="bench",
+            options=SchedulerOptions(concurrency=concurrency),
+        )  # fmt: skip
+        c0, t0 = cpu(), time.perf_counter()
+        outcome = anyio.run(sched.run)
+        wall = time.perf_counter() - t0
+        settle()
+        used = cpu() - c0
+    if outcome.finished != plan.n_episodes:
+        raise SystemExit(f"{provider.name} bench run did not finish every episode: {outcome}")
+    return wall, used, plan.n_episodes
+
+
+def process_children() -> dict[int, list[int]]:
+    """Every live process's children, by parent pid, read from /proc once."""
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                raw = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            kids.setdefault(int(raw.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    return kids
+
+
 def loadavg() -> dict[str, float]:
     one, five, fifteen = os.getloadavg()
     return {"1m": one, "5m": five, "15m": fifteen}

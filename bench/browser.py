@@ -22,21 +22,27 @@ Targets on a 2-core machine: >= 10 episodes/s at concurrency 16, <= 80 MiB per c
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import load_line, loadavg, median, parser, table, write_json
+from _common import (
+    load_line,
+    loadavg,
+    median,
+    parser,
+    process_children,
+    scheduled_run,
+    table,
+    write_json,
+)
 from effectbench_mockmed import MockMedProvider
 
 from effectbench.agents.reference import CdpScreenOnlyArm
 from effectbench.arms.browser import BrowserEffectVerifiedArm, BrowserScreenOnlyArm
 from effectbench.browser import CHROMIUM_ENV, BrowserPool, find_chromium
 from effectbench.core.arm import Arm
-from effectbench.run.plan import ProviderInfo, build_plan
-from effectbench.run.scheduler import Scheduler, SchedulerOptions
 
 TARGET_EPS_AT_16 = 10.0
 TARGET_MIB_PER_CONTEXT = 80.0
@@ -83,22 +89,7 @@ def run_once(
     """(wall s, CPU s of the harness and every browser process, episodes) of one run."""
     arms = _pool_arms() if arms is None else arms
     provider = MockMedProvider()
-    plan = build_plan(
-        ProviderInfo(provider.name, provider.version), provider.tasks(), list(arms), trials
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        sched = Scheduler(
-            plan, provider, arms, Path(tmp), run_id="bench",
-            options=SchedulerOptions(concurrency=concurrency),
-        )  # fmt: skip
-        c0, t0 = _cpu(), time.perf_counter()
-        outcome = anyio.run(sched.run)
-        wall = time.perf_counter() - t0
-        _settle()
-        cpu = _cpu() - c0
-    if outcome.finished != plan.n_episodes:
-        raise SystemExit(f"browser bench run did not finish every episode: {outcome}")
-    return wall, cpu, plan.n_episodes
+    return scheduled_run(provider, provider.tasks(), arms, trials, concurrency, _cpu, _settle)
 
 
 def _settle(deadline_s: float = 10.0) -> None:
@@ -124,20 +115,12 @@ def _run_with(
 
 
 def _tree(root: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                raw = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(raw.rsplit(")", 1)[1].split()[1])
+    kids = process_children()
     found, frontier = [], [root]
     while frontier:
-        parent = frontier.pop()
-        kids = [p for p, pp in parents.items() if pp == parent]
-        found += kids
-        frontier += kids
+        below = kids.get(frontier.pop(), [])
+        found += below
+        frontier += below
     return found
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio
 import orjson
-from _common import load_line, loadavg, median, parser, table, write_json
+from _common import load_line, loadavg, median, parser, process_children, table, write_json
 from effectbench_mockmed import MockMedProvider
 
 from effectbench.arms.computer_use import ComputerUseArm, Viewport
@@ -46,18 +46,6 @@ from effectbench.testing.computer_use import Sight, StandIn
 
 TARGET_MS_PER_TURN = 25.0
 CLK = os.sysconf("SC_CLK_TCK")
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                raw = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            kids.setdefault(int(raw.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-    return kids
 
 
 def _cpu_s(pid: int) -> float:
@@ -78,7 +66,7 @@ def _comm(pid: int) -> str:
 def _split_cpu() -> dict[str, float]:
     """CPU seconds so far: this process, the Node driver, and every other descendant
     (Chromium, its zygotes and renderers, bubblewrap)."""
-    kids, out = _children(), {"python": time.process_time(), "driver": 0.0, "chromium": 0.0}
+    kids, out = process_children(), {"python": time.process_time(), "driver": 0.0, "chromium": 0.0}
     todo = list(kids.get(os.getpid(), []))
     while todo:
         pid = todo.pop()

@@ -28,6 +28,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
@@ -50,6 +51,8 @@ __all__ = [
     "episode_token",
     "free_port",
     "fresh_copy",
+    "installed_script",
+    "run_setup",
 ]
 
 TOKEN_BYTES: Final = 18
@@ -340,3 +343,35 @@ def fresh_copy(pristine: Path, home: Path) -> None:
     """A fresh copy of the run's pristine environment for one episode (blocking: run it
     in a worker thread)."""
     shutil.copytree(pristine, home)
+
+
+def installed_script(name: str, distribution: str) -> str:
+    """A product's console script installed beside this interpreter (the venv's ``bin``),
+    else on ``PATH``; missing, a one-line error naming the distribution to install."""
+    here = Path(sys.executable).with_name(name)
+    if here.exists():
+        return str(here)
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"{name} is not installed: install the {distribution} distribution")
+    return found
+
+
+def run_setup(
+    args: Sequence[str], what: str, *, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> None:
+    """Run one step of building a product's pristine environment (blocking: run it in a
+    worker thread), dying with the harness; a failure raises with the output's last line."""
+    proc = subprocess.run(
+        list(args),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=None if env is None else dict(env),
+        preexec_fn=die_with_parent,  # the blocked worker thread lives as long as the child
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}): {tail[0]}")

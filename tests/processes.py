@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 DEADLINE_S = 30.0
 
@@ -56,3 +59,10 @@ def _wait_until_gone(procs: dict[int, int]) -> list[int]:
             return []
         time.sleep(0.05)
     return [pid for pid, started in procs.items() if _alive(pid, started)]
+
+
+def sigkill_survivors(proc: subprocess.Popen[Any], tree: dict[int, int]) -> list[int]:
+    """SIGKILL ``proc`` and wait for it; which of ``tree`` are still alive by the deadline."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return _wait_until_gone(tree)

@@ -23,6 +23,7 @@ import orjson
 import structlog
 
 from effectbench.agents import protocol
+from effectbench.agents.door import Door
 from effectbench.agents.shots import Shots, TooManyWaiting
 from effectbench.agents.starts import StartWatch
 from effectbench.core.agentlog import LogBudgetExceeded
@@ -108,6 +109,8 @@ class Channel:
         self.proc = proc
         self.supervised = supervised
         """Started under agents/supervisor.py, which kills the agent's whole tree."""
+        self.door: Door | None = None
+        """A contained agent in a network of its own: its way to its episodes' VNC ports."""
         self._probe = probe
         """Held while this is one of an unproven arm's first starts (released once it
         writes a line or ends)."""

@@ -55,6 +55,7 @@ from effectbench.agents.channel import (
     say_stopped,
     stopped_error,
 )
+from effectbench.agents.door import Door, DoorError
 from effectbench.agents.sandbox import Containment
 from effectbench.agents.shots import Shots
 from effectbench.agents.starts import StartWatch
@@ -62,6 +63,7 @@ from effectbench.core.arm import TaskView
 from effectbench.core.errors import ConfigurationError
 from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle
+from effectbench.displays.vnc import VncChannel
 
 Mode = Literal["shared", "per_episode"]
 Execution = Literal["in_process", "subprocess", "isolated"]
@@ -170,6 +172,9 @@ class ExecArm:
         self._tg: anyio.abc.TaskGroup | None = None
         self._hide: tuple[str, ...] = ()
         self._shared: Channel | None = None
+        self._walled: Channel | None = None
+        """The long-lived process for remote_display episodes when contained: in a
+        network of its own whose only way out is its episodes' VNC ports (agents/door.py)."""
         self._starting = anyio.Lock()
         self.stray_lines = 0
         self.processes_started = 0
@@ -242,14 +247,16 @@ class ExecArm:
                     await self._stop_shared()
                 tg.cancel_scope.cancel()
 
-    def command(self) -> list[str]:
-        """The command line actually started: wrapped in the sandbox when isolated, else
-        (on Linux) in the supervisor that kills the agent's whole process tree with its
-        episode or run, and with the harness (agents/supervisor.py)."""
+    def command(self, door: Door | None = None) -> list[str]:
+        """The command line actually started: wrapped in the sandbox when isolated (in a
+        network of its own behind ``door``, if given), else (on Linux) in the supervisor
+        that kills the agent's whole process tree with its episode or run, and with the
+        harness (agents/supervisor.py)."""
         if self.execution == "isolated":
             c = self.containment
             assert c is not None
-            return sandbox.wrap(c, self.argv, hide=self._hide, env=self.env)
+            network = None if door is None else door.network()
+            return sandbox.wrap(c, self.argv, hide=self._hide, env=self.env, network=network)
         if _SUPERVISED:
             return [sys.executable, "-I", "-S", str(SUPERVISOR), str(os.getpid()), "--", *self.argv]
         return list(self.argv)
@@ -265,7 +272,16 @@ class ExecArm:
         found = shutil.which(program, path=env.get("PATH", os.defpath))
         return None if found is not None else os.strerror(errno.ENOENT)
 
-    async def _spawn(self, sole: str | None, tg: anyio.abc.TaskGroup) -> Channel:
+    def _walls(self, env: EnvHandle) -> VncChannel | None:
+        """The episode's VNC channel when its agent runs walled in (contained, on a
+        remote_display episode): then it reaches that port and nothing else."""
+        if self.execution != "isolated":
+            return None
+        return VncChannel.from_channels(env.channels)
+
+    async def _spawn(
+        self, sole: str | None, tg: anyio.abc.TaskGroup, *, walled: bool = False
+    ) -> Channel:
         probe = None
         if not self.starts.proven:  # until a process writes a line, a few starts at a time
             await self._probes.acquire()
@@ -279,19 +295,23 @@ class ExecArm:
             raise stopped_error(self.starts)
         env = None if self.execution == "isolated" else {**os.environ, **self.env}
         supervised = env is not None and _SUPERVISED
+        door = Door() if walled else None
         try:
             why = self._unstartable(env) if env is not None and supervised else None
             if why is not None:
                 raise OSError(errno.ENOENT, why)
             proc = await anyio.open_process(
-                self.command(),
+                self.command(door),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=env,
                 start_new_session=True,
+                pass_fds=() if door is None else door.pass_fds,
             )
         except OSError as exc:
+            if door is not None:
+                door.aclose()
             reason = f"cannot start the agent {shlex.join(self.argv)!r}: {exc.strerror or exc}"
             if self.starts.failed(reason):
                 say_stopped(self.name, self.starts)
@@ -300,25 +320,36 @@ class ExecArm:
             raise AgentStartFailed(reason) from None
         self.processes_started += 1
         conn = Channel(proc, self.name, sole, self.starts, probe, supervised=supervised)
+        if door is not None:
+            door.started()
+            conn.door = door
         tg.start_soon(conn.pump_stdout)
         tg.start_soon(conn.pump_stderr)
         return conn
 
-    async def _shared_conn(self) -> Channel:
+    async def _shared_conn(self, *, walled: bool = False) -> Channel:
         async with self._starting:
-            conn = self._shared
+            conn = self._walled if walled else self._shared
             if conn is None or not conn.alive:
                 if conn is not None:
                     self.stray_lines += conn.stray
                     await self._reap(conn)
                 assert self._tg is not None
-                conn = self._shared = await self._spawn(None, self._tg)
+                conn = await self._spawn(None, self._tg, walled=walled)
+                if walled:
+                    self._walled = conn
+                else:
+                    self._shared = conn
             return conn
 
     async def _stop_shared(self) -> None:
-        conn, self._shared = self._shared, None
-        if conn is None:
-            return
+        conns = (self._shared, self._walled)
+        self._shared = self._walled = None
+        for conn in conns:
+            if conn is not None:
+                await self._stop_one(conn)
+
+    async def _stop_one(self, conn: Channel) -> None:
         self.stray_lines += conn.stray
         conn.killed = True  # the harness ends it: how it exits says nothing of its start
         if conn.proc.stdin is not None:
@@ -332,6 +363,8 @@ class ExecArm:
         """Kill, wait for the exit and close the pipes (so no transport outlives the loop);
         a supervisor that has not ended its agent's tree within the grace is killed."""
         conn.kill()
+        if conn.door is not None:
+            conn.door.aclose()
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(_STOP_GRACE_S), contextlib.suppress(Exception):
                 await conn.proc.wait()
@@ -356,7 +389,7 @@ class ExecArm:
                 f"arm {self.name!r} runs a long-lived agent process: use it inside "
                 "`async with arm.lifespan():` (the scheduler does this)"
             )
-        conn = await self._shared_conn()
+        conn = await self._shared_conn(walled=self._walls(env) is not None)
         slot = await self._exchange(conn, task, env, shared=True)
         await _final_shot(slot)
         return outcome(slot)
@@ -366,7 +399,8 @@ class ExecArm:
         slot: Slot | AgentStartFailed
         async with anyio.create_task_group() as tg:
             try:
-                conn = await self._spawn(task.episode_id, tg)
+                walled = self._walls(env) is not None
+                conn = await self._spawn(task.episode_id, tg, walled=walled)
             except AgentStartFailed as exc:
                 slot = exc
             else:
@@ -390,11 +424,14 @@ class ExecArm:
         shots = Shots(ep, env.telemetry, camera, conn.send, policy)
         slot = conn.pending[ep] = Slot(env.telemetry, shots=shots)
         viewport = None if camera is None else camera.viewport
+        vnc = self._walls(env) if conn.door is not None else None
         try:
             async with anyio.create_task_group() as tg:
                 shots.tg = tg
                 with anyio.move_on_after(budget) as scope:
                     try:
+                        if conn.door is not None and vnc is not None:
+                            await conn.door.open(vnc, tg)
                         await conn.send(
                             protocol.episode_line(
                                 task, env.channels, budget, env.browser_cdp, viewport
@@ -402,12 +439,17 @@ class ExecArm:
                         )
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                         pass  # the process is gone; pump_stdout fails the slot with its exit
+                    except DoorError as exc:
+                        slot.finish(error=AgentExited(f"the agent's VNC port did not open: {exc}"))
                     await slot.done.wait()
                 tg.cancel_scope.cancel()
             shots.tg = None
             if scope.cancelled_caught and not slot.done.is_set():
                 slot.finish(error=AgentTimeout(f"the agent sent no report within {budget:g}s"))
         finally:
+            if conn.door is not None and vnc is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_GRACE_S):
+                    await conn.door.close(vnc.port)
             del conn.pending[ep]
             if shared and slot.report is None and conn.alive:
                 await self._cancel(conn, ep, slot)

@@ -118,6 +118,18 @@ class Profile:
     pdeathsig: bool = False
 
 
+@attrs.frozen
+class Network:
+    """A network namespace of the sandbox's own: nothing of the host's network (no
+    loopback port, no abstract Unix socket such as an X server's) is reachable from it.
+    ``launcher`` runs first inside it and starts the program (agents/door.py's door,
+    which opens the ports the harness lets through); ``ro_binds`` are (host path,
+    sandbox path) pairs mounted read-only (the directory of the door's sockets)."""
+
+    launcher: tuple[str, ...]
+    ro_binds: tuple[tuple[str, str], ...] = ()
+
+
 AGENT: Final = Profile("agent")
 BROWSER: Final = Profile(
     "browser",
@@ -137,21 +149,33 @@ def sandbox_argv(
     hide: Sequence[str] = (),
     scratch: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    network: Network | None = None,
 ) -> list[str]:
     """The command line that runs ``argv`` inside the sandbox, as nobody, for one
     ``profile``. ``hide`` are host directories (the run directory) masked with an empty
     tmpfs should a program directory contain them; ``scratch`` are more private,
-    writable directories (paths inside the sandbox, e.g. a browser's profile)."""
+    writable directories (paths inside the sandbox, e.g. a browser's profile).
+    ``network``: a network namespace of the sandbox's own, and what runs before
+    ``argv`` in it (None: the host's network)."""
     assert containment.available and containment.bwrap is not None
     argv = absolute_argv(argv)
+    launcher: list[str] = []
+    net: list[str] = []
+    if network is not None:
+        launcher = list(network.launcher)
+        net = ["--unshare-net"]
+        for source, dest in network.ro_binds:
+            net += ["--ro-bind", source, dest]
     prefix: list[str] = []
     if containment.setpriv is not None:
         prefix = [containment.setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
         if profile.pdeathsig:
             prefix.append("--pdeathsig=KILL")
-    programs = program_paths(argv)
+    programs = program_paths(argv) + program_paths(launcher[:1])  # the rest: its own code
     if containment.setpriv is not None:
         let_nobody_reach(programs)
+        if network is not None:
+            let_nobody_reach(source for source, _ in network.ro_binds)
     masks: list[str] = []
     for h in hide:
         real = str(Path(h).resolve())
@@ -178,6 +202,7 @@ def sandbox_argv(
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
+        *net,
         "--die-with-parent",
         "--new-session",
         "--clearenv",
@@ -195,6 +220,7 @@ def sandbox_argv(
         "--remount-ro", "/dev",
         "--remount-ro", "/",
         "--",
+        *launcher,
         *argv,
     ]  # fmt: skip
 
@@ -205,11 +231,13 @@ def wrap(
     *,
     hide: Sequence[str] = (),
     env: dict[str, str] | None = None,
+    network: Network | None = None,
 ) -> list[str]:
     """The command line that runs an agent's ``argv`` inside the sandbox (profile
     ``AGENT``). ``hide`` are host directories (the run directory) masked with an empty
-    tmpfs should a program directory contain them."""
-    return sandbox_argv(containment, argv, profile=AGENT, hide=hide, env=env)
+    tmpfs should a program directory contain them; ``network``: a network of its own
+    (agents/door.py)."""
+    return sandbox_argv(containment, argv, profile=AGENT, hide=hide, env=env, network=network)
 
 
 @functools.cache
@@ -252,6 +280,7 @@ __all__ = [
     "BROWSER",
     "SHARED_DIRS",
     "Containment",
+    "Network",
     "Profile",
     "absolute_argv",
     "let_nobody_reach",

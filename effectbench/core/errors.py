@@ -54,6 +54,7 @@ Outside it, on purpose: signals caught where they are raised, an episode's failu
 the log records, and warnings. None is an error of the user's, and none reaches the CLI
 (if one did, it would be a bug: "internal error", exit 1). Each root says why::
 
+    AccessibilityError          displays.atspi      an app did not answer as asked: the driver fails
     ActionError                 arms.computer_use.actions  a bad action: back to the model
     AgentFailure                agents.channel      an agent failed an episode: its logged failure
     ├── AgentExited             agents.channel
@@ -63,10 +64,13 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     ├── AgentStartFailed        agents.channel
     └── AgentTimeout            agents.channel
     CdpError                    browser.cdp         a DevTools command failed; the proxy handles it
+    DoorError                   agents.door         a VNC port did not open: the agent's failure
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
     ModelEndpointError          arms.llm.client     the model endpoint failed the arm's episode
+    NotOnScreen                 displays.pixels     a phrase did not show: the driver fails
     PortTaken                   providers_kit       a lost port race: the product starts again
+    RfbError                    displays.rfb        a VNC server refused a client: its caller fails
     SkipEpisode                 core.provider       a provider declined an episode: it is skipped
     ToolError                   arms.llm.tools      a bad tool call: its message goes to the model
     TooManyWaiting              agents.shots        too many screenshot requests: its episode fails

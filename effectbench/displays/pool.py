@@ -9,6 +9,7 @@ buses; one launched through :meth:`DisplayPool.launch` is killed.
 
 from __future__ import annotations
 
+import math
 import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -20,7 +21,7 @@ import structlog
 
 from effectbench.core.errors import one_line
 from effectbench.displays.server import Display, DisplayServer
-from effectbench.displays.tools import find_tools
+from effectbench.displays.tools import DisplayTools, find_tools, vnc_tools
 
 log = structlog.get_logger("effectbench.displays.pool")
 
@@ -34,15 +35,28 @@ class DisplayPool:
     """``displays`` virtual displays, started together; ``episode()`` lends one."""
 
     def __init__(
-        self, *, displays: int = 1, geometry: str = GEOMETRY, tmp_dir: Path | None = None
+        self,
+        *,
+        displays: int = 1,
+        geometry: str = GEOMETRY,
+        tmp_dir: Path | None = None,
+        grow: bool = False,
+        vnc: bool = False,
     ) -> None:
+        """``grow``: when every display is lent, ``episode()`` starts one more instead of
+        waiting (for an owner that does not know its concurrency, such as a provider)."""
         if displays < 1:
             raise ValueError(f"a display pool needs at least one display, got {displays}")
         self._size = displays
         self._geometry = geometry
+        self._vnc = vnc
+        """Serve each display over VNC (Xvnc in Xvfb's place; displays/server.py)."""
         self._tmp_dir = tmp_dir
+        self._grow = grow
+        self._tools: DisplayTools | None = None
         self._servers: list[DisplayServer] = []
-        self._free_send, self._free = anyio.create_memory_object_stream[DisplayServer](displays)
+        capacity = math.inf if grow else displays
+        self._free_send, self._free = anyio.create_memory_object_stream[DisplayServer](capacity)
         self._lent: dict[int, DisplayServer] = {}
 
     async def start(self) -> None:
@@ -50,9 +64,12 @@ class DisplayPool:
         lacks Xvfb or dbus-daemon, DisplayStartError when one fails to start."""
         if self._servers:
             raise RuntimeError("DisplayPool.start() called twice; call stop() first")
-        tools = find_tools()
+        tools = self._tools = find_tools()
+        if self._vnc:
+            vnc_tools(tools)  # missing: one line before anything starts
         self._servers = [
-            DisplayServer(tools, self._geometry, self._tmp_dir) for _ in range(self._size)
+            DisplayServer(tools, self._geometry, self._tmp_dir, vnc=self._vnc)
+            for _ in range(self._size)
         ]
         failures: list[Exception] = []
         try:
@@ -87,7 +104,7 @@ class DisplayPool:
         block ends, however it ends."""
         if not self._servers:
             raise RuntimeError("DisplayPool.episode() before start(): await pool.start() first")
-        server = await self._free.receive()
+        server = await self._lend()
         number: int | None = None
         try:
             display = server.display or await server.start()
@@ -100,6 +117,18 @@ class DisplayPool:
             with anyio.CancelScope(shield=True):
                 await self._reset(server)
 
+    async def _lend(self) -> DisplayServer:
+        """A free display; with ``grow``, a new one (started by ``episode()``) when
+        none is free."""
+        if self._grow and self._tools is not None:
+            try:
+                return self._free.receive_nowait()
+            except anyio.WouldBlock:
+                server = DisplayServer(self._tools, self._geometry, self._tmp_dir, vnc=self._vnc)
+                self._servers.append(server)
+                return server
+        return await self._free.receive()
+
     async def _reset(self, server: DisplayServer) -> None:
         await server.stop()
         if server not in self._servers:
@@ -111,14 +140,19 @@ class DisplayPool:
         self._free_send.send_nowait(server)
 
     def launch(
-        self, display: Display, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self,
+        display: Display,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        keep: int = -1,
     ) -> subprocess.Popen[bytes]:
         """A client on ``display`` that is killed when its episode ends, with ``stop()``
-        and with the harness."""
+        and with the harness (``keep``: a file descriptor left open in it)."""
         server = self._lent.get(display.number)
         if server is None or server.display != display:
             raise RuntimeError(f"display {display.name} is not lent to an episode of this pool")
-        return server.launch(argv, env=env)
+        return server.launch(argv, env=env, keep=keep)
 
 
 async def _start(server: DisplayServer, failures: list[Exception]) -> None:

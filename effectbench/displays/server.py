@@ -7,11 +7,19 @@ pipe (Xvfb's ``-displayfd``, dbus-daemon's ``--print-address``): no polling, and
 picks a free display number itself by binding its abstract socket, so concurrent pools
 never race for one. Each runs in a session of its own: a terminal's Ctrl-C reaches only the harness,
 which then stops them in order.
+
+A display served over VNC (the remote_display substrate) runs TigerVNC's Xvnc in
+Xvfb's place: one X server that is also the VNC server, so the framebuffer is never
+copied and nothing polls it (x11vnc beside an Xvfb polls the screen, and costs a
+second copy of it). It listens on a Unix socket in the display's own 0700 directory
+only, never on TCP, with a password of its own each time it starts
+(effectbench/displays/vnc.py puts an episode's endpoint on 127.0.0.1).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -26,9 +34,9 @@ import attrs
 
 from effectbench.core.children import die_with_parent
 from effectbench.core.errors import ConfigurationError
-from effectbench.displays.tools import DisplayTools
+from effectbench.displays.tools import DisplayTools, vnc_tools
 
-__all__ = ["Display", "DisplayServer", "DisplayStartError"]
+__all__ = ["Display", "DisplayServer", "DisplayStartError", "VncServer", "read_line"]
 
 A11Y_BUS_VARIABLE: Final = "AT_SPI_BUS_ADDRESS"
 """Set for the programs on a display (never read from ours): where the a11y bus listens."""
@@ -60,6 +68,21 @@ class DisplayStartError(ConfigurationError):
     """A display's Xvfb or bus failed to start; the message has its last words."""
 
 
+PASSWORD_ALPHABET: Final = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+PASSWORD_LENGTH: Final = 8
+"""VNC authentication uses the first 8 characters of a password (a DES key): 48 random
+bits, new each time a display starts, so one episode's password opens no other's."""
+
+
+@attrs.frozen
+class VncServer:
+    """Where a display's VNC server listens (a Unix socket only the harness can open)
+    and the password it asks for."""
+
+    socket: Path
+    password: str = attrs.field(repr=False)
+
+
 @attrs.frozen
 class Display:
     """What an episode gets of its display: where X and both buses are."""
@@ -69,6 +92,8 @@ class Display:
     session_bus: str
     a11y_bus: str | None
     """None where at-spi2-core is not installed."""
+    vnc: VncServer | None = None
+    """The display's VNC server; None unless the pool serves its displays over VNC."""
 
     @property
     def name(self) -> str:
@@ -87,9 +112,12 @@ class DisplayServer:
     """One display, started and stopped as a whole; ``launch`` starts a client that
     dies with it. Every file it writes is under its own temporary directory."""
 
-    def __init__(self, tools: DisplayTools, geometry: str, tmp_dir: Path | None) -> None:
+    def __init__(
+        self, tools: DisplayTools, geometry: str, tmp_dir: Path | None, *, vnc: bool = False
+    ) -> None:
         self._tools = tools
         self._geometry = geometry
+        self._vnc = vnc
         self._tmp_dir = tmp_dir
         self._dir: Path | None = None
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -110,15 +138,20 @@ class DisplayServer:
         return self.display
 
     async def _start_all(self, directory: Path) -> Display:
-        xvfb = [self._tools.xvfb, "-screen", "0", self._geometry]
+        vnc = None
+        if self._vnc:
+            vnc = VncServer(directory / "vnc", _password())
+            server = await self._xvnc(directory, vnc)
+        else:
+            server = [self._tools.xvfb, "-screen", "0", self._geometry]
         # The abstract socket (@/tmp/.X11-unix/X<n>, Xvfb's "local" transport) stays:
         # binding it is how -displayfd claims a number (the path socket is unlinked and
         # rebound by whoever asks; no lock file is written), so it is what keeps two
         # concurrent servers off the same display.
         # No GLX: it maps Mesa's drivers, 54 of a display's 68 MiB of RSS (docs/performance.md,
         # "Displays"), and neither GTK nor a VNC server needs OpenGL.
-        xvfb += ["-extension", "GLX", "-nolisten", "tcp", "-noreset", "-displayfd"]
-        number = int(await self._started("Xvfb", xvfb, directory, None))
+        server += ["-extension", "GLX", "-nolisten", "tcp", "-noreset", "-displayfd"]
+        number = int(await self._started("Xvnc" if vnc else "Xvfb", server, directory, None))
         env = {"DISPLAY": f":{number}"}
         session = await self._bus("session", directory, env)
         env["DBUS_SESSION_BUS_ADDRESS"] = session  # never an autolaunched one
@@ -128,7 +161,29 @@ class DisplayServer:
             registry_env = {**env, A11Y_BUS_VARIABLE: a11y}
             await self._start_registry(self._tools.registry, directory, registry_env)
             await self._publish_a11y(number, a11y)
-        return Display(number, X_SOCKETS / f"X{number}", session, a11y)
+        return Display(number, X_SOCKETS / f"X{number}", session, a11y, vnc)
+
+    async def _xvnc(self, directory: Path, vnc: VncServer) -> list[str]:
+        """Xvnc's command line (before the options it shares with Xvfb), its password
+        file written: a Unix socket only (``-rfbport -1``: no TCP), mode 0600 in the
+        display's 0700 directory, VNC authentication, every connection shared (so no
+        client can push another off: the harness's camera and the arm both watch)."""
+        xvnc, vncpasswd = vnc_tools(self._tools)
+        width, height, depth = _geometry(self._geometry)
+        secret = directory / "vnc.passwd"
+        wrote = await anyio.run_process(
+            [vncpasswd, "-f"], input=f"{vnc.password}\n{vnc.password}\n".encode(), check=False
+        )
+        if wrote.returncode != 0 or not wrote.stdout:
+            raise DisplayStartError(f"vncpasswd -f failed: {wrote.stderr.decode().strip()}")
+        secret.write_bytes(wrote.stdout)
+        secret.chmod(0o600)
+        return [
+            xvnc, "-geometry", f"{width}x{height}", "-depth", str(depth),
+            "-rfbport", "-1", "-rfbunixpath", str(vnc.socket), "-rfbunixmode", "0600",
+            "-SecurityTypes", "VncAuth", "-PasswordFile", str(secret),
+            "-AlwaysShared", "-desktop", "effectbench",
+        ]  # fmt: skip
 
     async def _bus(self, kind: str, directory: Path, env: dict[str, str]) -> str:
         address = f"unix:path={directory / kind}"
@@ -172,21 +227,22 @@ class DisplayServer:
             self._procs.append(proc)
             os.close(write_fd)
             write_fd = -1
-            return await _read_line(read_fd, what, log)
+            return await read_line(read_fd, what, log)
         finally:
             os.close(read_fd)
             if write_fd >= 0:
                 os.close(write_fd)
 
     def launch(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, keep: int = -1
     ) -> subprocess.Popen[bytes]:
-        """A client of this display (its variables set, its output discarded), killed
-        when the display is reset or stopped and when the harness dies. Call from the
-        event loop's thread."""
+        """A client of this display (its variables set, its output discarded, the file
+        descriptor ``keep`` left open in it), killed when the display is reset or stopped
+        and when the harness dies. Call from the event loop's thread."""
         if self.display is None:
             raise RuntimeError("DisplayServer.launch() before start()")
-        proc = _spawn(argv, {**(env or {}), **self.display.environment()}, stderr=None)
+        env = {**(env or {}), **self.display.environment()}
+        proc = _spawn(argv, env, stderr=None, keep=keep)
         self._clients.append(proc)
         return proc
 
@@ -218,6 +274,19 @@ def _spawn(
     )  # fmt: skip
 
 
+def _password() -> str:
+    return "".join(secrets.choice(PASSWORD_ALPHABET) for _ in range(PASSWORD_LENGTH))
+
+
+def _geometry(geometry: str) -> tuple[int, int, int]:
+    """``WIDTHxHEIGHTxDEPTH`` (Xvfb's ``-screen`` form) as numbers."""
+    try:
+        width, height, depth = (int(part) for part in geometry.split("x"))
+    except ValueError:
+        raise ValueError(f"a display's geometry is WIDTHxHEIGHTxDEPTH, got {geometry!r}") from None
+    return width, height, depth
+
+
 def _short(tmp_dir: Path | None) -> Path | None:
     """``tmp_dir`` if the buses' sockets fit under it, else None (the system's temporary
     directory): a Unix socket's path is at most 107 bytes."""
@@ -226,7 +295,9 @@ def _short(tmp_dir: Path | None) -> Path | None:
     return tmp_dir
 
 
-async def _read_line(fd: int, what: str, log: Path) -> str:
+async def read_line(fd: int, what: str, log: Path | None = None) -> str:
+    """The line a starting process writes on ``fd`` once it is ready (its log's last
+    words in the error when it exits first or is not ready in time)."""
     os.set_blocking(fd, False)
     data = b""
     with anyio.move_on_after(START_TIMEOUT_S):
@@ -240,7 +311,9 @@ async def _read_line(fd: int, what: str, log: Path) -> str:
     raise DisplayStartError(f"{what} was not ready within {START_TIMEOUT_S:g} s{_last_words(log)}")
 
 
-def _last_words(log: Path) -> str:
+def _last_words(log: Path | None) -> str:
+    if log is None:
+        return ""
     try:
         lines = log.read_text(errors="replace").strip().splitlines()
     except OSError:

@@ -11,7 +11,7 @@ import attrs
 
 from effectbench.core.errors import ConfigurationError
 
-__all__ = ["REGISTRY", "DisplayTools", "DisplaysUnavailable", "find_tools"]
+__all__ = ["REGISTRY", "DisplayTools", "DisplaysUnavailable", "find_tools", "vnc_tools"]
 
 REQUIRED: Final = (("Xvfb", "xvfb"), ("dbus-daemon", "dbus"))
 """(executable, the Debian package that has it): without these there is no display."""
@@ -35,6 +35,10 @@ class DisplayTools:
     """Publishes the accessibility bus on the root window (x11-utils); optional."""
     gdbus: str | None
     """Waits for the registry to own its name (libglib2.0-bin); optional."""
+    xvnc: str | None = None
+    """TigerVNC's X server (tigervnc-standalone-server): a display served over VNC."""
+    vncpasswd: str | None = None
+    """Writes Xvnc's password file (tigervnc-tools)."""
 
 
 def find_tools() -> DisplayTools:
@@ -51,4 +55,21 @@ def find_tools() -> DisplayTools:
     xvfb, dbus_daemon = found["Xvfb"], found["dbus-daemon"]
     assert xvfb is not None and dbus_daemon is not None
     registry = REGISTRY if os.access(REGISTRY, os.X_OK) else None
-    return DisplayTools(xvfb, dbus_daemon, registry, shutil.which("xprop"), shutil.which("gdbus"))
+    return DisplayTools(
+        xvfb, dbus_daemon, registry, shutil.which("xprop"), shutil.which("gdbus"),
+        shutil.which("Xvnc"), shutil.which("vncpasswd"),
+    )  # fmt: skip
+
+
+VNC_PACKAGES: Final = "tigervnc-standalone-server tigervnc-tools"
+
+
+def vnc_tools(tools: DisplayTools) -> tuple[str, str]:
+    """Xvnc and vncpasswd, or DisplaysUnavailable naming the apt-get command: a display
+    served over VNC (the remote_display substrate) needs both."""
+    if tools.xvnc is None or tools.vncpasswd is None:
+        raise DisplaysUnavailable(
+            "a display served over VNC needs Xvnc and vncpasswd on PATH: as root, "
+            f"apt-get install {VNC_PACKAGES}"
+        )
+    return tools.xvnc, tools.vncpasswd

@@ -453,6 +453,8 @@ def test_make_dist_builds_both_wheels(tmp_path: Path) -> None:
         "effectbench-0.1.0.tar.gz",
         "effectbench_example_notes-0.1.0-py3-none-any.whl",
         "effectbench_example_notes-0.1.0.tar.gz",
+        "effectbench_ihatemoney-0.1.0-py3-none-any.whl",
+        "effectbench_ihatemoney-0.1.0.tar.gz",
         "effectbench_roundup-0.1.0-py3-none-any.whl",
         "effectbench_roundup-0.1.0.tar.gz",
     ]

@@ -156,6 +156,10 @@ def _factory(which: str, scaffolded: Callable[..., Any]) -> Callable[..., Any]:
         from effectbench_roundup.provider import RoundupProvider
 
         return lambda d: RoundupProvider(tmp_root=d)
+    if which == "ihatemoney":
+        from effectbench_ihatemoney.provider import IHateMoneyProvider
+
+        return lambda d: IHateMoneyProvider(tmp_root=d)
     if which == "notes":
         from effectbench_example_notes.provider import NotesProvider
 
@@ -165,7 +169,9 @@ def _factory(which: str, scaffolded: Callable[..., Any]) -> Callable[..., Any]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("given", ["nothing", "a handed root", "a directory"])
-@pytest.mark.parametrize("which", ["mockmed", "mockmed-diff", "roundup", "notes", SCAFFOLDED])
+@pytest.mark.parametrize(
+    "which", ["mockmed", "mockmed-diff", "roundup", "ihatemoney", "notes", SCAFFOLDED]
+)
 async def test_every_first_party_provider_and_the_scaffold_keep_run_files_by_the_one_rule(
     which: str,
     given: str,

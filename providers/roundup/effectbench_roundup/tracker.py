@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Final
 import anyio
 
 from effectbench.core.children import die_with_parent
-from effectbench.providers_kit import ProductProcess, fresh_copy
+from effectbench.providers_kit import ProductProcess, fresh_copy, installed_script, run_setup
 
 __all__ = ["NAME", "Tracker", "build_pristine", "die_with_parent", "roundup_bin"]
 
@@ -46,30 +45,11 @@ _CSRF: Final = re.compile(r"^csrf_enforce_token = .*$", re.MULTILINE)
 
 def roundup_bin(name: str) -> str:
     """A Roundup script installed beside this interpreter (the venv's ``bin``)."""
-    here = Path(sys.executable).with_name(name)
-    if here.exists():
-        return str(here)
-    found = shutil.which(name)
-    if found is None:
-        raise RuntimeError(
-            f"{name} is not installed: install the effectbench-roundup distribution (make setup)"
-        )
-    return found
+    return installed_script(name, "effectbench-roundup (make setup)")
 
 
 def _run(args: list[str], what: str) -> None:
-    proc = subprocess.run(
-        args,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        preexec_fn=die_with_parent,  # the blocked worker thread lives as long as the child
-    )
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"{what} failed (exit {proc.returncode}): {tail[0]}")
+    run_setup(args, what)
 
 
 def build_pristine(home: Path) -> None:

@@ -1,0 +1,172 @@
+"""Substrates: episodes/s at concurrency 1, 4, 8 and memory per display, per substrate.
+
+Each episode is what `effectbench run --provider mockmed-substrates --arm screen_only
+--arm effect_verified` does on one substrate's nine anchor tasks. On `desktop` that is a
+fresh MockMed database and URL token, a display of the episode's own (reset after it:
+a new Xvfb, session bus, accessibility bus and registry), MockMed's GTK client started
+on it, the form filled, saved and its banner read through the accessibility tree
+(effect_verified also reads the product's readback before and after), two oracle reads,
+teardown. `web` is the same anchor over HTTP, for scale. CPU is this process plus its
+children (every display process and client, reaped by the pool), so "cpu ms/ep" is what
+one episode costs the machine.
+
+Memory: N desktop episodes held open with their client up, RSS and PSS summed over
+every process of their displays (Xvfb, both dbus-daemons, the registry, the client);
+per display = the sum / N, and per process kind. Targets on this 2-core machine (issue
+28): desktop >= 4 episodes/s at concurrency 8, <= 60 MiB per display.
+(`remote_display` joins ``SUBSTRATES`` when its tasks land in the pack.)
+
+    .venv/bin/python bench/substrates.py [--trials 4] [--runs 1] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import _common as common
+import anyio
+from effectbench_mockmed.packs_substrates import MockMedSubstratesProvider
+
+from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
+from effectbench.core.arm import Arm
+from effectbench.core.model import Substrate, trial_params
+
+SUBSTRATES = (Substrate.WEB, Substrate.DESKTOP)
+CONCURRENCY = (1, 4, 8)
+TARGET_DESKTOP_EPS_AT_8 = 4.0
+TARGET_MIB_PER_DISPLAY = 60.0
+HELD = 8
+"""Desktop episodes held open for the memory figure."""
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def run_once(substrate: Substrate, trials: int, concurrency: int) -> tuple[float, float, int]:
+    """(wall s, CPU s of the harness and every display process, episodes) of one run."""
+    provider = MockMedSubstratesProvider()
+    tasks = [t for t in provider.tasks() if t.substrate is substrate]
+    arms: dict[str, Arm] = {"screen_only": ScreenOnlyArm(), "effect_verified": EffectVerifiedArm()}
+    return common.scheduled_run(provider, tasks, arms, trials, concurrency, _cpu)
+
+
+def _children(root: int) -> list[int]:
+    return common.process_children().get(root, [])
+
+
+def _kind(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+    if any(a.endswith(b"gtk_client.py") for a in argv):
+        return "client"
+    return comm
+
+
+def _memory_kib(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in KiB of one process."""
+    rss = pss = 0
+    try:
+        lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return 0, 0
+    for line in lines:
+        if line.startswith("Rss:"):
+            rss = int(line.split()[1])
+        elif line.startswith("Pss:"):
+            pss = int(line.split()[1])
+    return rss, pss
+
+
+async def _memory(held: int) -> dict[str, Any]:
+    """RSS and PSS per display, with ``held`` desktop episodes open at once."""
+    provider = MockMedSubstratesProvider()
+    task = next(t for t in provider.tasks() if t.substrate is Substrate.DESKTOP)
+    await provider.start()
+    episodes = []
+    try:
+        for trial in range(held):
+            episodes.append(await provider.provision(task, trial, trial_params(task, trial)))
+        await anyio.sleep(1.0)  # let the clients settle after their first paint
+        by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for pid in _children(os.getpid()):
+            kind = _kind(pid)
+            if kind in ("Xvfb", "dbus-daemon", "at-spi2-registr", "client"):
+                rss, pss = _memory_kib(pid)
+                by_kind[kind][0] += rss
+                by_kind[kind][1] += pss
+    finally:
+        for episode in episodes:
+            await episode.teardown()
+        await provider.stop()
+    rss_total = sum(v[0] for v in by_kind.values())
+    pss_total = sum(v[1] for v in by_kind.values())
+    return {
+        "held": held,
+        "rss_mib_per_display": rss_total / 1024 / held,
+        "pss_mib_per_display": pss_total / 1024 / held,
+        "by_process": {
+            k: {"rss_mib": v[0] / 1024 / held, "pss_mib": v[1] / 1024 / held}
+            for k, v in sorted(by_kind.items())
+        },
+    }
+
+
+def main() -> None:
+    ap = common.parser(__doc__)
+    ap.add_argument("--trials", type=int, default=4, help="trials per task per run")
+    ap.set_defaults(runs=1)
+    args = ap.parse_args()
+    ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: clients' CPU counts too
+    before = common.loadavg()
+    print(common.load_line())
+    rows = []
+    for substrate in SUBSTRATES:
+        for concurrency in CONCURRENCY:
+            walls, cpus, n = [], [], 0
+            for _ in range(args.runs):
+                wall, cpu, n = run_once(substrate, args.trials, concurrency)
+                walls.append(wall)
+                cpus.append(cpu)
+            w = common.median(walls)
+            rows.append({
+                "substrate": substrate.value, "concurrency": concurrency, "episodes": n,
+                "wall_s": walls, "episodes_per_s": n / w,
+                "cpu_ms_per_episode": common.median(cpus) / n * 1e3,
+            })  # fmt: skip
+    print(common.table(
+        ["substrate", "concurrency", "episodes", "episodes/s", "cpu ms/ep"],
+        [[r["substrate"], r["concurrency"], r["episodes"], round(r["episodes_per_s"], 2),
+          round(r["cpu_ms_per_episode"], 1)] for r in rows],
+    ))  # fmt: skip
+    memory = anyio.run(_memory, HELD)
+    print(
+        f"\ndesktop memory, {HELD} displays held: "
+        f"{memory['rss_mib_per_display']:.1f} MiB RSS per display "
+        f"({memory['pss_mib_per_display']:.1f} MiB PSS)"
+    )
+    print(common.table(
+        ["process", "RSS MiB/display", "PSS MiB/display"],
+        [[k, round(v["rss_mib"], 1), round(v["pss_mib"], 1)]
+         for k, v in memory["by_process"].items()],
+    ))  # fmt: skip
+    at8 = next(r for r in rows if r["substrate"] == "desktop" and r["concurrency"] == 8)
+    print(
+        f"\ntargets: desktop >= {TARGET_DESKTOP_EPS_AT_8:g} episodes/s at 8: "
+        f"{at8['episodes_per_s']:.2f}; <= {TARGET_MIB_PER_DISPLAY:g} MiB per display: "
+        f"{memory['rss_mib_per_display']:.1f} RSS"
+    )
+    print(common.load_line())
+    common.write_json(args.json, "substrates", {"rows": rows, "memory": memory}, before)
+
+
+if __name__ == "__main__":
+    main()

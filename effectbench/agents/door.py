@@ -1,0 +1,234 @@
+"""A contained agent's only way out of its own network: the VNC ports of its episodes.
+
+An ``--isolate``d agent on a remote_display episode runs in a network namespace of
+its own (``sandbox.Network``): no loopback port of the host (the product's HTTP port,
+a browser's DevTools, any other service) and no abstract Unix socket (an X server's,
+where a display listens besides its path socket) is reachable from there, and the
+display's path sockets and buses are not mounted. The episode message still names
+``127.0.0.1`` and the episode's VNC port: inside the namespace a small door process
+(``DOOR``, standard-library Python, the sandbox's first program) listens on that port
+and forwards each connection to a Unix socket of the same name in a directory the
+harness mounts read-only, where the harness relays it to the episode's VNC endpoint
+(displays/vnc.py). The harness opens a port before it sends the episode
+(``+PORT`` on the door's control pipe, answered ``PORT`` once it listens) and closes
+it when the episode ends (``-PORT``). The door starts the agent as its child, passes
+on its exit status, and kills it when the harness closes the control pipe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Final
+
+import anyio
+import anyio.abc
+
+from effectbench.agents.sandbox import NOBODY, Network
+from effectbench.displays.vnc import VncChannel, relay
+
+__all__ = ["DOOR", "SOCKETS_IN_SANDBOX", "Door", "DoorError"]
+
+SOCKETS_IN_SANDBOX: Final = "/run/effectbench-vnc"
+OPEN_TIMEOUT_S: Final = 10.0
+SYSTEM_PYTHON: Final = "/usr/bin/python3"
+
+DOOR: Final = r"""
+import os, selectors, signal, socket, sys
+ctl_in, ctl_out, sockets, agent = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[5:]
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.signal(signal.SIGCHLD, lambda *_: None)
+signal.set_wakeup_fd(wake_w)
+child = os.fork()
+if child == 0:
+    for fd in (ctl_in, ctl_out, wake_r, wake_w):
+        os.close(fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    try:
+        os.execv(agent[0], agent)
+    except OSError as exc:
+        os.write(2, f"cannot start the agent {agent[0]!r}: {exc.strerror}\n".encode())
+    os._exit(127)
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+sel = selectors.DefaultSelector()
+sel.register(ctl_in, selectors.EVENT_READ, "ctl")
+sel.register(wake_r, selectors.EVENT_READ, "child")
+listeners, peers, pending = {}, {}, b""
+
+def close(sock):
+    other = peers.pop(sock, None)
+    for s in (sock, other):
+        if s is not None:
+            try:
+                sel.unregister(s)
+            except (KeyError, ValueError):
+                pass
+            s.close()
+            peers.pop(s, None)
+
+def finish(status):
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+while True:
+    for key, _ in sel.select():
+        what = key.data
+        if what == "child":
+            os.read(wake_r, 512)
+            pid, status = os.waitpid(child, os.WNOHANG)
+            if pid == child:
+                finish(status)
+        elif what == "ctl":
+            data = os.read(ctl_in, 4096)
+            if not data:
+                os.kill(child, signal.SIGKILL)
+                finish(os.waitpid(child, 0)[1])
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                port = int(line[1:])
+                if line.startswith(b"+") and port not in listeners:
+                    lsock = socket.socket()
+                    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    lsock.bind(("127.0.0.1", port))
+                    lsock.listen(16)
+                    listeners[port] = lsock
+                    sel.register(lsock, selectors.EVENT_READ, ("listen", port))
+                elif line.startswith(b"-") and port in listeners:
+                    lsock = listeners.pop(port)
+                    sel.unregister(lsock)
+                    lsock.close()
+                os.write(ctl_out, b"%d\n" % port)
+        elif what[0] == "listen":
+            conn, _ = key.fileobj.accept()
+            out = socket.socket(socket.AF_UNIX)
+            try:
+                out.connect(os.path.join(sockets, str(what[1])))
+            except OSError:
+                conn.close()
+                out.close()
+                continue
+            peers[conn], peers[out] = out, conn
+            sel.register(conn, selectors.EVENT_READ, "pipe")
+            sel.register(out, selectors.EVENT_READ, "pipe")
+        else:
+            sock = key.fileobj
+            try:
+                chunk = sock.recv(65536)
+                if chunk:
+                    peers[sock].sendall(chunk)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                close(sock)
+"""
+"""The door, run as ``python3 -I -S -c DOOR CTL_IN CTL_OUT SOCKETS -- AGENT...``."""
+
+
+class DoorError(Exception):
+    """The door did not open an episode's port (it died, or did not answer)."""
+
+
+class Door:
+    """The harness's side of one contained agent process's door: its control pipes,
+    its socket directory, and a relay per open port."""
+
+    def __init__(self) -> None:
+        self._dir = Path(tempfile.mkdtemp(prefix="effectbench-door-"))
+        self._dir.chmod(0o711)
+        self._ctl_in_r, self._ctl_in_w = os.pipe()
+        self._ctl_out_r, self._ctl_out_w = os.pipe()
+        os.set_blocking(self._ctl_out_r, False)
+        self._answers = b""
+        self._relays: dict[int, anyio.CancelScope] = {}
+        self._lock = anyio.Lock()
+
+    def network(self) -> Network:
+        """The sandbox's network: the door first, its socket directory mounted."""
+        python = SYSTEM_PYTHON if os.path.exists(SYSTEM_PYTHON) else sys.executable
+        launcher = (python, "-I", "-S", "-c", DOOR, str(self._ctl_in_r), str(self._ctl_out_w))
+        return Network(
+            (*launcher, SOCKETS_IN_SANDBOX, "--"), ((str(self._dir), SOCKETS_IN_SANDBOX),)
+        )
+
+    @property
+    def pass_fds(self) -> tuple[int, int]:
+        """The pipe ends the sandboxed door keeps."""
+        return self._ctl_in_r, self._ctl_out_w
+
+    def started(self) -> None:
+        """The process is running: close the ends only the door holds."""
+        for fd in (self._ctl_in_r, self._ctl_out_w):
+            os.close(fd)
+        self._ctl_in_r = self._ctl_out_w = -1
+
+    async def open(self, channel: VncChannel, tg: anyio.abc.TaskGroup) -> None:
+        """Let the agent reach ``channel``'s port: a relay from the socket the door
+        forwards to, then the door's listener; returns once the door listens."""
+        port = channel.port
+        path = self._dir / str(port)
+        listener = await anyio.create_unix_listener(path)
+        if os.geteuid() == 0:
+            os.chown(path, NOBODY, NOBODY)  # the agent runs as nobody
+        scope = anyio.CancelScope()
+        self._relays[port] = scope
+
+        async def serve() -> None:
+            async def one(client: anyio.abc.SocketStream) -> None:
+                async with client:
+                    await relay(client, lambda: anyio.connect_tcp(channel.host, port))
+
+            with scope:
+                async with listener:
+                    await listener.serve(one)
+
+        tg.start_soon(serve)
+        await self._tell(b"+%d\n" % port, port)
+
+    async def close(self, port: int) -> None:
+        """The episode is over: the door stops listening on its port, the relay ends."""
+        scope = self._relays.pop(port, None)
+        if scope is not None:
+            scope.cancel()
+        with contextlib.suppress(FileNotFoundError):
+            (self._dir / str(port)).unlink()
+        with contextlib.suppress(DoorError):
+            await self._tell(b"-%d\n" % port, port)
+
+    async def _tell(self, line: bytes, port: int) -> None:
+        async with self._lock:
+            try:
+                os.write(self._ctl_in_w, line)
+            except OSError:
+                raise DoorError("the contained agent's door is gone") from None
+            with anyio.move_on_after(OPEN_TIMEOUT_S):
+                while b"\n" not in self._answers:
+                    await anyio.wait_readable(self._ctl_out_r)
+                    chunk = os.read(self._ctl_out_r, 4096)
+                    if not chunk:
+                        raise DoorError("the contained agent's door is gone")
+                    self._answers += chunk
+                answer, self._answers = self._answers.split(b"\n", 1)
+                if answer != str(port).encode():
+                    raise DoorError(f"the door answered {answer!r} for port {port}")
+                return
+            raise DoorError(f"the door did not open port {port} within {OPEN_TIMEOUT_S:g} s")
+
+    def aclose(self) -> None:
+        """Close the control pipe (the door kills its agent) and remove the sockets."""
+        for scope in self._relays.values():
+            scope.cancel()
+        self._relays.clear()
+        for fd in (self._ctl_in_w, self._ctl_out_r, self._ctl_in_r, self._ctl_out_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._ctl_in_w = self._ctl_out_r = self._ctl_in_r = self._ctl_out_w = -1
+        shutil.rmtree(self._dir, ignore_errors=True)

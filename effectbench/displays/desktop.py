@@ -1,0 +1,126 @@
+"""A desktop application on an episode's display, and the arm's channel into it.
+
+``DesktopApp.launch`` starts a client on a lent display (through the pool, so it dies
+with the episode, with ``stop()`` and with the harness), waits for the line it writes
+once its window is up, and finds the application it registered on that display's
+accessibility bus. The ``desktop`` channel an arm gets (``DesktopApp.channel``) names
+that bus and application and nothing else: the arm reads the tree and acts through
+AT-SPI (``effectbench.displays.atspi``) on that one display.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import anyio
+import orjson
+
+from effectbench.displays.atspi import AccessibilityBus, AccessibilityError, Node
+from effectbench.displays.pool import DisplayPool
+from effectbench.displays.server import Display, DisplayStartError, read_line
+
+__all__ = ["DESKTOP_CHANNEL", "DesktopApp", "open_channel"]
+
+DESKTOP_CHANNEL: Final = "desktop"
+"""The channel key: JSON ``{"display", "a11y_bus", "application", "pid"}``."""
+READY_TIMEOUT_S: Final = 20.0
+"""How long a started client has to register on the accessibility bus."""
+POLL_S: Final = 0.005
+"""How often the registry is asked whether a just-started client has registered (it
+does so while its toolkit starts, so this is rarely asked twice)."""
+
+
+class DesktopApp:
+    """One launched client: its process, its accessible application, a bus connection."""
+
+    def __init__(
+        self, display: Display, proc: subprocess.Popen[bytes], bus: AccessibilityBus, app: str
+    ) -> None:
+        self.display = display
+        self.proc = proc
+        self.bus = bus
+        self.application = app
+
+    @classmethod
+    async def launch(
+        cls,
+        pool: DisplayPool,
+        display: Display,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> DesktopApp:
+        """Start ``argv`` plus the number of a pipe it writes a line on once it is
+        ready; the app once it is on the accessibility bus."""
+        if display.a11y_bus is None:
+            raise DisplayStartError(
+                "this display has no accessibility bus: as root, apt-get install at-spi2-core"
+            )
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = pool.launch(display, [*argv, str(write_fd)], env=env, keep=write_fd)
+            os.close(write_fd)
+            write_fd = -1
+            await read_line(read_fd, f"the desktop client {argv[0]}")
+        finally:
+            os.close(read_fd)
+            if write_fd >= 0:
+                os.close(write_fd)
+        bus = await AccessibilityBus(display.a11y_bus).connect()
+        try:
+            app = await _registered(bus, proc)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await bus.close()
+            raise
+        return cls(display, proc, bus, app)
+
+    def channel(self) -> dict[str, str]:
+        """The arm's ``desktop`` channel: where this app's accessibility tree is."""
+        assert self.display.a11y_bus is not None
+        spec = {
+            "display": self.display.name,
+            "a11y_bus": self.display.a11y_bus,
+            "application": self.application,
+            "pid": self.proc.pid,
+        }
+        return {DESKTOP_CHANNEL: orjson.dumps(spec).decode()}
+
+    async def tree(self) -> Node:
+        """The application's accessibility tree now."""
+        return await self.bus.tree(self.application)
+
+    def gone(self) -> str | None:
+        """Why the client is no longer there, or None while it runs."""
+        code = self.proc.poll()
+        return None if code is None else f"the desktop client exited with code {code}"
+
+    async def close(self) -> None:
+        """Close the bus connection (the client itself dies with its display)."""
+        await self.bus.close()
+
+
+async def open_channel(channels: Mapping[str, str]) -> tuple[AccessibilityBus, str]:
+    """An arm's own connection to the app its ``desktop`` channel names: (bus, app)."""
+    raw = channels.get(DESKTOP_CHANNEL)
+    if raw is None:
+        raise AccessibilityError("this episode has no desktop channel: run a desktop task")
+    spec = orjson.loads(raw)
+    bus = await AccessibilityBus(str(spec["a11y_bus"])).connect()
+    return bus, str(spec["application"])
+
+
+async def _registered(bus: AccessibilityBus, proc: subprocess.Popen[bytes]) -> str:
+    with anyio.move_on_after(READY_TIMEOUT_S):
+        while True:
+            app = await bus.application(proc.pid)
+            if app is not None:
+                return app
+            await anyio.sleep(POLL_S)
+    raise DisplayStartError(
+        f"the desktop client did not register on the accessibility bus within "
+        f"{READY_TIMEOUT_S:g} s (is its toolkit's AT-SPI bridge installed?)"
+    )

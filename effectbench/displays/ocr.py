@@ -1,0 +1,139 @@
+"""Text read off a framebuffer with tesseract: the words, where each is, and the cost.
+
+The only source is the image. Before OCR the frame is cut to what differs from its
+background (the root window's colour, read at the top-left pixel), so a window on an
+empty screen costs its own area, and scaled up 2x (a UI's 11-13 px text is read far
+better at twice the size: tesseract's models are trained on larger glyphs).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import Final
+
+import attrs
+
+from effectbench.displays.frame import Box, Frame
+
+__all__ = ["Line", "Reading", "Word", "content_box", "read_text"]
+
+SCALE: Final = 2
+MIN_CONFIDENCE: Final = 30.0
+"""Words tesseract is less sure of are dropped (specks, widget edges read as ``|``)."""
+CONFIG: Final = "--psm 3"
+"""Full page segmentation: a form's labels, fields and banner as separate lines."""
+_WORD: Final = re.compile(r"[^\w]+")
+
+
+def _norm(text: str) -> str:
+    return _WORD.sub("", text).casefold()
+
+
+@attrs.frozen
+class Word:
+    text: str
+    box: Box
+    confidence: float
+
+
+@attrs.frozen
+class Line:
+    """Words tesseract put on one line, left to right."""
+
+    words: tuple[Word, ...]
+
+    @property
+    def text(self) -> str:
+        return " ".join(w.text for w in self.words)
+
+    @property
+    def box(self) -> Box:
+        return _span(self.words)
+
+
+@attrs.frozen
+class Reading:
+    """What one OCR pass read, and what it cost (wall seconds, the tesseract process
+    included)."""
+
+    lines: tuple[Line, ...]
+    seconds: float
+    area: Box | None
+    """The part of the frame that was read (None: nothing but background)."""
+
+    @property
+    def text(self) -> str:
+        return "\n".join(line.text for line in self.lines)
+
+    def find(self, phrase: str) -> Box | None:
+        """Where ``phrase`` (its words in order on one line, case and punctuation
+        aside) was read, or None."""
+        wanted = [_norm(w) for w in phrase.split() if _norm(w)]
+        if not wanted:
+            return None
+        for line in self.lines:
+            words = [_norm(w.text) for w in line.words]
+            for start in range(len(words) - len(wanted) + 1):
+                if words[start : start + len(wanted)] == wanted:
+                    return _span(line.words[start : start + len(wanted)])
+        return None
+
+    def line_with(self, phrase: str) -> Line | None:
+        """The first line whose text contains ``phrase`` (case aside)."""
+        wanted = phrase.casefold()
+        return next((ln for ln in self.lines if wanted in ln.text.casefold()), None)
+
+
+def _span(words: Sequence[Word]) -> Box:
+    x = min(w.box.x for w in words)
+    y = min(w.box.y for w in words)
+    right = max(w.box.right for w in words)
+    bottom = max(w.box.bottom for w in words)
+    return Box(x, y, right - x, bottom - y)
+
+
+def content_box(frame: Frame) -> Box | None:
+    """The smallest box holding every pixel that is not the background's colour (the
+    top-left pixel's), or None when the screen is all background."""
+    from PIL import Image, ImageChops
+
+    image = frame.image()
+    background = Image.new("RGB", image.size, frame.pixel(0, 0))
+    bbox = ImageChops.difference(image, background).getbbox()
+    if bbox is None:
+        return None
+    left, top, right, bottom = bbox
+    return Box(left, top, right - left, bottom - top)
+
+
+def read_text(frame: Frame, box: Box | None = None) -> Reading:
+    """OCR ``frame`` (within ``box``, or within its content). Blocking: it runs the
+    tesseract binary; call it from a worker thread in async code."""
+    import pytesseract
+    from PIL import ImageOps
+
+    started = time.perf_counter()
+    area = box if box is not None else content_box(frame)
+    if area is None or area.width == 0 or area.height == 0:
+        return Reading((), time.perf_counter() - started, None)
+    image = ImageOps.grayscale(frame.image(area))
+    image = image.resize((image.width * SCALE, image.height * SCALE))
+    data = pytesseract.image_to_data(image, config=CONFIG, output_type=pytesseract.Output.DICT)
+    lines: dict[tuple[int, int, int], list[Word]] = {}
+    for i, text in enumerate(data["text"]):
+        confidence = float(data["conf"][i])
+        if not text.strip() or confidence < MIN_CONFIDENCE:
+            continue
+        word_box = Box(
+            area.x + data["left"][i] // SCALE,
+            area.y + data["top"][i] // SCALE,
+            max(1, data["width"][i] // SCALE),
+            max(1, data["height"][i] // SCALE),
+        )
+        key = (data["block_num"][i], data["par_num"][i], data["line_num"][i])
+        lines.setdefault(key, []).append(Word(text.strip(), word_box, confidence))
+    ordered = sorted(lines.values(), key=lambda ws: (ws[0].box.y, ws[0].box.x))
+    found = tuple(Line(tuple(sorted(ws, key=lambda w: w.box.x))) for ws in ordered)
+    return Reading(found, time.perf_counter() - started, area)
