@@ -21,7 +21,6 @@ import os
 import platform
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,8 +44,7 @@ from effectbench.log.reader import LogError
 from effectbench.outputs.coverage import recorded_threshold
 from effectbench.outputs.logpass import LogPass, PlanFacts, RunFacts, sequential_pass, write_atomic
 from effectbench.outputs.rows import TASK_AXES, record_from_row, record_row
-from effectbench.outputs.signals import run_warnings
-from effectbench.projections.claims import FIXTURE_LEAD, MIN_TRIALS_PER_TASK, fixture_body
+from effectbench.outputs.summary import render_summary
 from effectbench.projections.metrics import (
     FIRST_ELIGIBLE,
     MetricsAccumulator,
@@ -483,118 +481,3 @@ def recompute_metrics_from_results(
                 ) from None
     version = (manifest.get("versions") or {}).get("scoring") or scoring_version()
     return acc.document(str(version))
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _interval(block: Mapping[str, Any], fmt: Callable[[float], str]) -> str:
-    """`` [lo, hi]`` of the block's ci95 in ``fmt``; empty when there is none."""
-    ci = block.get("ci95")
-    return "" if ci is None else f" [{fmt(ci[0])}, {fmt(ci[1])}]"
-
-
-def _rate(block: Mapping[str, Any]) -> str:
-    interval = _interval(block, _pct)
-    return f"{block['numerator']}/{block['denominator']} {_pct(block.get('rate'))}{interval}"
-
-
-def _gap(block: Mapping[str, Any]) -> str:
-    if block.get("value") is None:
-        return "n/a"
-    interval = _interval(block, _signed)
-    return (
-        f"{block['screen_success']}/{block['denominator']} - "
-        f"{block['task_success']}/{block['denominator']} = {_signed(block['value'])}{interval} "
-        "(paired)"
-    )
-
-
-def _signed(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:+.1f} pp"
-
-
-def _clustered(block: Mapping[str, Any]) -> str:
-    ci = block.get("ci95")
-    if block.get("mean") is None:
-        return "n/a"
-    if ci is None:
-        return f"{block['mean']:.3f} (interval needs >= 2 episodes)"
-    return f"{block['mean']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] over {block['n_clusters']} tasks"
-
-
-def _prefix(block: Mapping[str, Any]) -> str:
-    interval = _interval(block, _pct)
-    return (
-        f"{block['successes']}/{block['eligible_tasks']} {_pct(block.get('value'))}{interval}, "
-        f"coverage {block['eligible_tasks']}/{block['total_tasks']}"
-    )
-
-
-def _est(block: Mapping[str, Any]) -> str:
-    if block.get("value") is None:
-        return "n/a"
-    return f"{block['value']:.3f}{_interval(block, lambda x: f'{x:.3f}')}"
-
-
-def _diff(block: Mapping[str, Any]) -> str:
-    if block.get("difference") is None:
-        return "n/a"
-    return f"{_signed(block['difference'])}{_interval(block, _signed)}"
-
-
-def _p(x: float) -> str:
-    return f"{x:.4g}"
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.4g}"
-
-
-def _frac(block: Mapping[str, Any]) -> str:
-    """A rate as its bare count, for tables too narrow for intervals."""
-    return f"{block['numerator']}/{block['denominator']}"
-
-
-def _ks(block: Mapping[str, Any]) -> list[str]:
-    return sorted(block, key=int)
-
-
-def render_summary(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
-    """summary.md from the manifest and metrics alone (jinja2 template in the package)."""
-    import jinja2
-
-    source = (
-        resources.files("effectbench")
-        .joinpath("templates/summary.md.j2")
-        .read_text(encoding="utf-8")
-    )
-    env = jinja2.Environment(
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-    template = env.from_string(source)
-    return template.render(
-        m=manifest,
-        metrics=metrics,
-        arms=list(metrics.get("arm_order") or metrics["arms"]),
-        pct=_pct,
-        rate=_rate,
-        gap=_gap,
-        clustered=_clustered,
-        prefix=_prefix,
-        est=_est,
-        diff=_diff,
-        p=_p,
-        num=_num,
-        ks=_ks,
-        frac=_frac,
-        min_trials=MIN_TRIALS_PER_TASK,
-        fixture_lead=FIXTURE_LEAD,
-        fixture_body=fixture_body,
-        warnings=run_warnings(manifest, metrics),
-    )

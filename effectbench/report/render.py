@@ -13,6 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final
 
+from effectbench.projections.substrates import SUBSTRATE_COLUMNS, substrate_rows
 from effectbench.report import charts
 from effectbench.report.data import OUTCOME_COLUMNS, Rate
 from effectbench.report.headline import DEFINITIONS, MIN_TRIALS
@@ -53,6 +54,8 @@ def _environment() -> Any:
         gap_text=charts.gap_text,
         headline_chart=charts.headline_chart,
         cell_chart=_cell_chart,
+        by_substrate=_by_substrate,
+        substrates=SUBSTRATE_COLUMNS,
         outcome_columns=OUTCOME_COLUMNS,
         css=_resource("report.css"),
         js=_resource("report.js"),
@@ -85,6 +88,11 @@ def _cell_chart(arm: str, cells: Any) -> charts.Chart:
         rows.append((f"{where} SWER", c.swer, charts.SHAPES["SWER"]))
         rows.append((f"{where} success", c.task_success, charts.SHAPES["task success"]))
     return charts.dot_chart(f"{arm}: SWER and task success per category x substrate", rows)
+
+
+def _by_substrate(cells: Any) -> Any:
+    """The arm's cells with the substrates as columns, or None for a one-substrate run."""
+    return substrate_rows((c.category, c.substrate, c) for c in cells)
 
 
 def _yes_no(v: bool | None) -> str:

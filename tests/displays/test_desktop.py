@@ -114,6 +114,12 @@ def test_the_desktop_anchor_reproduces_the_pinned_figures_at_1_and_8(tmp_path: P
         assert {c["substrate"] for c in so["cells"]} == {"desktop"}
         assert not any(so["failure_counts"].values()) and not any(ev["failure_counts"].values())
     assert outcomes(one) == outcomes(eight)
+    # every episode's window after its save, stored by content hash and chained
+    events = (tmp_path / "c8" / "events.jsonl").read_bytes().splitlines()
+    shots = [orjson.loads(e) for e in events if b'"episode.screenshot"' in e]
+    assert len(shots) == 180
+    verified = run_cli("verify", str(tmp_path / "c8"), cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 @pytest.mark.timeout(180)

@@ -20,8 +20,8 @@ from effectbench_ihatemoney.pages import Form, bill_lines, flash, forms, members
 __all__ = ["TARGET", "LedgerDriver", "LedgerReadback", "Session"]
 
 TARGET: Final = "@target"
-"""The solution key naming the form: ``add``, ``edit/<bill>``, ``delete/<bill>`` or
-``members/add``, below the project's URL."""
+"""The solution key naming the form: ``add``, ``edit/<bill>`` or ``members/add``, below
+the project's URL, or ``delete``: the delete button of the bill listed as ``what``."""
 LIST_VALUE_SEP: Final = ","
 """A checkbox group's value in a solution: its labels, comma-separated (``alice,bob``)."""
 
@@ -92,16 +92,23 @@ def _choose(form: Form, name: str, value: str) -> list[str]:
     return out
 
 
-async def _the_form(http: Session, target: str, names: frozenset[str]) -> tuple[str, Form] | str:
-    """The page's form the user fills (a delete button's form on the bill list, else the
-    form on the target's own page that has the most of the fields given), or why none."""
-    if target.startswith("delete/"):
+async def _the_form(
+    http: Session, target: str, wanted: Mapping[str, str]
+) -> tuple[str, Form] | str:
+    """The page's form the user fills (the delete button in the row of the bill listed
+    as ``what``, else the form on the target's own page that has the most of the fields
+    given), or why there is none."""
+    names = frozenset(wanted)
+    if target == "delete":
         status, page = await http.page(http.base)
-        wanted = f"/{http.project}/{target}"
-        found = [f for f in forms(page) if f.action == wanted]
+        found = [b for b in bill_lines(page) if b.what == wanted.get("what")]
         if status != 200 or not found:
-            return f"no delete button for {target} on the bill list (HTTP {status})"
-        return http.site + wanted.lstrip("/"), found[0]
+            return f"no bill {wanted.get('what')!r} on the bill list (HTTP {status})"
+        action = found[0].delete
+        buttons = [f for f in forms(page) if f.action == action and action]
+        if not buttons:
+            return f"no delete button for {wanted.get('what')!r} on the bill list"
+        return http.site + action.lstrip("/"), buttons[0]
     url = http.base + target
     status, page = await http.page(url)
     candidates = [f for f in forms(page) if f.method == "POST" and f.names & names]
@@ -124,13 +131,15 @@ class LedgerDriver:
         await http.sign_in()
         target = str(values.get(TARGET, "add"))
         fields = {k: "" if v is None else str(v) for k, v in values.items() if k != TARGET}
-        found = await _the_form(http, target, frozenset(fields))
+        found = await _the_form(http, target, fields)
         if isinstance(found, str):  # a user finds no such page or button: nothing is sent
             self._telemetry.action(
                 "submit_form", target=target, status=None, screen_says_saved=False
             )
             return ProductResponse(screen_says_saved=False, status=None, message=found)
         url, form = found
+        if target == "delete":
+            fields = {}  # the row was picked by what it is for; the button sends its token
         data = [(n, v) for n, v in form.values if n not in fields]
         for name, value in fields.items():
             data += [(name, v) for v in _choose(form, name, value)]

@@ -27,6 +27,7 @@ from typing import Final
 import anyio
 
 from effectbench.providers_kit import ProductProcess, fresh_copy, installed_script, run_setup
+from effectbench_ihatemoney.seed import plant_bill
 
 __all__ = ["DB_NAME", "SETTINGS_NAME", "Ledger", "build_pristine", "serve_command"]
 
@@ -94,20 +95,26 @@ class Ledger:
             log=home / "server.log",
             label="I Hate Money server (flask run)",
             env=product_env(home),
-            port_taken=lambda tail: "Address already in use" in tail,
+            # Werkzeug's last words on a port another process took first
+            port_taken=lambda tail: "in use by another program" in tail,
         )
 
-    async def start(self, on_port: Callable[[str], None] | None = None) -> None:
-        """Copy, configure and serve; a port lost before the server binds it is replaced
-        by a fresh one, and ``on_port`` told the new upstream (the proxy forwards there)."""
-        await anyio.to_thread.run_sync(self._copy)
+    async def start(
+        self, on_port: Callable[[str], None] | None = None, plant: str | None = None
+    ) -> None:
+        """Copy, configure (with the bill named ``plant`` added, when given) and serve; a
+        port lost before the server binds it is replaced by a fresh one, and ``on_port``
+        told the new upstream (the proxy forwards there)."""
+        await anyio.to_thread.run_sync(self._copy, plant)
         await self.server.start(on_port)
 
-    def _copy(self) -> None:
+    def _copy(self, plant: str | None) -> None:
         fresh_copy(self._pristine, self.home)
         (self.home / SETTINGS_NAME).write_text(
             settings(self.home, secrets.token_hex(16)), encoding="utf-8"
         )
+        if plant is not None:
+            plant_bill(self.db, plant)
 
     async def stop(self) -> None:
         """Stop the server and wait for it (so its port is free), then delete the folder."""

@@ -179,10 +179,13 @@ def flash(page: str) -> tuple[bool, str]:
 
 @attrs.frozen
 class BillLine:
-    """One row of the bill table: the bill's id and the amount it counts for."""
+    """One row of the bill table: the bill's id, what it is for, the amount it counts
+    for and where its delete button posts."""
 
     bill_id: int
+    what: str
     shown_amount: float | None
+    delete: str
 
 
 @attrs.frozen
@@ -200,11 +203,12 @@ class _Tables(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.bills: list[tuple[list[str], str]] = []
+        self.bills: list[tuple[list[str], str, str]] = []
         self.members: list[tuple[str, str, str, str]] = []
         self._in_bills = False
         self._row: list[str] | None = None
         self._link = ""
+        self._delete = ""
         self._cell: list[str] | None = None
         self._member: tuple[str, str] | None = None
         self._name: list[str] | None = None
@@ -215,11 +219,13 @@ class _Tables(HTMLParser):
         if tag == "table" and a.get("id") == "bill_table":
             self._in_bills = True
         elif tag == "tr" and self._in_bills:
-            self._row, self._link = [], ""
+            self._row, self._link, self._delete = [], "", ""
         elif tag == "td" and self._row is not None:
             self._cell = []
         elif tag == "a" and self._row is not None and "edit" in a.get("class", "").split():
             self._link = a.get("href", "")
+        elif tag == "form" and self._row is not None and a.get("method", "").upper() == "POST":
+            self._delete = a.get("action", "")
         elif tag == "tr" and _MEMBER.match(a.get("id", "")):
             self._member = (a["id"], a.get("action", ""))
         elif tag == "td" and self._member is not None and "balance-name" in a.get("class", ""):
@@ -238,7 +244,7 @@ class _Tables(HTMLParser):
             self._row.append(" ".join("".join(self._cell).split()))
             self._cell = None
         elif tag == "tr" and self._row is not None:
-            self.bills.append((self._row, self._link))
+            self.bills.append((self._row, self._link, self._delete))
             self._row = None
         elif tag == "table" and self._in_bills:
             self._in_bills = False
@@ -258,15 +264,15 @@ def _tables(page: str) -> _Tables:
 
 
 def bill_lines(page: str) -> list[BillLine]:
-    """The bill table of the list page; the fifth cell is the amount it counts for."""
+    """The bill table of the list page: when, who paid, what for, for whom, how much."""
     out = []
-    for cells, link in _tables(page).bills:
+    for cells, link, delete in _tables(page).bills:
         found = _EDIT.search(link)
-        if found is None:
+        if found is None or len(cells) < 5:
             continue
-        number = _NUMBER.search(cells[4]) if len(cells) > 4 else None
+        number = _NUMBER.search(cells[4])
         shown = float(number.group(0).replace(",", "")) if number else None
-        out.append(BillLine(int(found.group(1)), shown))
+        out.append(BillLine(int(found.group(1)), cells[2], shown, delete))
     return out
 
 

@@ -29,7 +29,7 @@ from effectbench.provider import Alternatives, EnvHandle, ProvisionedEpisode, Te
 from effectbench.providers_kit import Released, ServedRun
 from effectbench_ihatemoney.ledger import Ledger, build_pristine
 from effectbench_ihatemoney.seed import PROJECT, PROJECT_PASSWORD
-from effectbench_ihatemoney.tasks import TASKS
+from effectbench_ihatemoney.tasks import PLANT, TASKS
 
 if TYPE_CHECKING:
     import aiohttp
@@ -58,7 +58,7 @@ class _Episode(Released):
         self._session: aiohttp.ClientSession | None = None
         super().__init__(self._release)
 
-    async def open(self, starting: anyio.Semaphore, timeout_s: float) -> Session:
+    async def open(self, starting: anyio.Semaphore, timeout_s: float, plant: str | None) -> Session:
         """Proxy first (its URL is the site the arm is given), then the ledger behind it."""
         import aiohttp
 
@@ -66,7 +66,7 @@ class _Episode(Released):
 
         await self.proxy.start()
         async with starting:
-            await self.ledger.start(on_port=self.proxy.retarget)
+            await self.ledger.start(on_port=self.proxy.retarget, plant=plant)
         self._session = aiohttp.ClientSession(
             cookie_jar=aiohttp.CookieJar(unsafe=True),  # the site is an IP address
             timeout=aiohttp.ClientTimeout(total=timeout_s),
@@ -160,7 +160,8 @@ class IHateMoneyProvider:
         episode = _Episode(served.root, task)
         teardown = served.live.add(episode.ledger.home.name, episode)
         try:
-            http = await episode.open(self._starting, self._http_timeout_s)
+            plant = params.get("what") if task.fixture.get(PLANT) else None
+            http = await episode.open(self._starting, self._http_timeout_s, plant)
         except BaseException:
             await teardown()
             raise

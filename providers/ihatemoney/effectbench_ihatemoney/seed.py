@@ -6,15 +6,19 @@ migrations, then its own models write the world.
 
 Project ``household`` with three participants: alice and bob (one share each) and
 carol (two shares). Seven bills: the first three ordinary; bills 4 and 5 are homonyms
-("Dinner at Luigi's", 60.00, a week apart, paid by alice and by bob); bill 6 is the
-cancelled cinema outing and bill 7 a concert it could be confused with. Bill ids start
-above the participants' (1-3) so a record id never equals a participant id in a form.
+("Dinner at Luigi's", 60.00, a week apart, paid by alice and by bob); bills 6 and 7 are
+two outings (cinema, concert). Bill ids start above the participants' (1-3) so a record
+id never equals a participant id in a form. ``plant_bill`` adds one more bill to an
+episode's copy before its server starts (the deletion task's, named per trial).
 """
 
 from __future__ import annotations
 
 import datetime
+import sqlite3
 import sys
+from pathlib import Path
+from typing import Final
 
 PROJECT = "household"
 PROJECT_PASSWORD = "household-pw"
@@ -29,6 +33,29 @@ BILLS = (
     ("Cinema tickets", 2, 36.0, "2026-11-12", (0, 2)),
     ("Concert tickets", 2, 96.0, "2026-11-14", (0, 1, 2)),
 )
+
+
+PLANTED: Final = ("Cinema tickets", 2, 36.0, "2026-11-16", (0, 2))
+"""The bill a deletion task's episode starts with (its name carries the trial's tag)."""
+
+
+def plant_bill(db: Path, what: str) -> None:
+    """Add the planted bill, named ``what``, to the ledger at ``db`` as the product would
+    have written it (the next bill id, whom it is paid for), before its server starts."""
+    _, payer, amount, day, owers = PLANTED
+    with sqlite3.connect(db) as conn:
+        people = [r[0] for r in conn.execute("SELECT id FROM person ORDER BY id")]
+        cur = conn.execute(
+            "INSERT INTO bill (payer_id, amount, date, what, creation_date, external_link, "
+            "converted_amount, original_currency, bill_type) "
+            "VALUES (?, ?, ?, ?, ?, '', ?, 'XXX', 'EXPENSE')",
+            (people[payer], amount, day, what, day, amount),
+        )
+        conn.executemany(
+            "INSERT INTO billowers (bill_id, person_id) VALUES (?, ?)",
+            [(cur.lastrowid, people[i]) for i in owers],
+        )
+    conn.close()
 
 
 def main() -> None:

@@ -11,9 +11,11 @@ of two all change what everyone owes, and the product's screen says "saved" each
 Faults are injected by the episode's fault proxy (``proxy.*`` fixture keys,
 ``effectbench.faults.proxy.ProxyPlan``); the ledger itself is stock I Hate Money 7.2.1.
 Its forms are urlencoded with a CSRF token that is valid for the session (not one-shot)
-and carry no version stamp, so a replayed or late copy lands (C2, C4, C5). One defence
-was measured: a second participant of the same name is refused, so a duplicated "add
-participant" still leaves one (``DEFENDED``).
+and carry no version stamp, so a replayed or late copy lands (C2, C4, C5). What the
+ledger absorbs by itself is not a fault task here: a second participant of the same name
+is refused, and a bill deleted twice is gone once, so a duplicated "add participant" or
+delete leaves the correct state and the audit's ``duplicate`` adversary would succeed on
+such a task (the tests pin both defences).
 """
 
 from __future__ import annotations
@@ -45,13 +47,14 @@ from effectbench.provider import Alternatives
 from effectbench_ihatemoney.client import TARGET
 from effectbench_ihatemoney.seed import PROJECT
 
-__all__ = ["DEFENDED", "FAULTS", "JOBS", "TASKS", "task_id"]
+__all__ = ["FAULTS", "JOBS", "PLANT", "TASKS", "task_id"]
 
 PREFIX: Final = "ihatemoney"
 _WRITE: Final = rf"/{PROJECT}/(add|edit/\d+|delete/\d+|members/add)"
 ALICE, BOB, CAROL = 1, 2, 3
 NEXT_BILL: Final = 8
 """The id the ledger gives the next bill: the seed writes seven (seed.py)."""
+NEXT_PERSON: Final = 4
 
 LEDGER: Final = ("bill", "billowers", "person", "project")
 TABLES: Final = (*LEDGER, *(f"{t}_version" for t in LEDGER), "transaction", "archive",
@@ -144,15 +147,13 @@ FAULTS: Final[Mapping[str, FaultDef]] = {
     "double": FaultDef(C5, _plan("double")),
     "homonym_4_5": FaultDef(C6, _plan("wrong_record", **{"from": "4", "to": "5"})),
     "homonym_5_4": FaultDef(C6, _plan("wrong_record", **{"from": "5", "to": "4"})),
-    "homonym_6_7": FaultDef(C6, _plan("wrong_record", **{"from": "6", "to": "7"})),
+    "homonym_8_6": FaultDef(C6, _plan("wrong_record", **{"from": str(NEXT_BILL), "to": "6"})),
+    "phantom_member": FaultDef(C3, _faked("phantom", "The participant has been added")),
     "noop_edit": FaultDef(C7, _faked("noop", "The bill has been modified")),
     "noop_delete": FaultDef(C7, _faked("noop", "The bill has been deleted")),
     "noop_add": FaultDef(C7, _faked("noop", "The bill has been added")),
 }
 
-DEFENDED: Final[frozenset[tuple[str, str]]] = frozenset({("member", "duplicate")})
-"""(job, fault) where the ledger itself keeps the effect correct (measured): it refuses a
-second participant of the same name, so the duplicate's second copy changes nothing."""
 _ALWAYS_CORRECT: Final = frozenset({"ok", "gateway_timeout"})
 
 PAYERS: Final = ("alice", "bob", "carol")
@@ -179,11 +180,16 @@ class Job:
     confusable: Mapping[str, JSONScalar]
     """Confusable records (``Alternatives.records``): the homonym bill, another payer."""
     reversible: bool = True
+    planted: bool = False
+    """The episode starts with one more bill, named by the trial's ``what`` (seed.py)."""
 
 
 def _new_bill(bill: Mapping[str, Value], owers: tuple[int, ...]) -> tuple[Change, ...]:
     return (
-        Insert("bill", {**bill, "converted_amount": bill["amount"], "external_link": ""}),
+        Insert(
+            "bill",
+            {**bill, "id": NEXT_BILL, "converted_amount": bill["amount"], "external_link": ""},
+        ),
         *(Insert("billowers", {"bill_id": NEXT_BILL, "person_id": p}) for p in owers),
     )
 
@@ -292,18 +298,19 @@ JOBS: Final[tuple[Job, ...]] = (
     Job(
         "remove",
         "Delete a cancelled bill",
-        "The cinema outing of bill 6 (Cinema tickets, 36.00) was cancelled and refunded in "
-        "full. Delete bill 6.",
-        {TARGET: "delete/6"},
+        "The cinema outing of 2026-11-16 was cancelled and refunded in full. Delete its bill, "
+        "the one named in your payload (param 'what').",
+        {TARGET: "delete", "what": WHAT},
         (
-            Delete("bill", {"id": 6}),
-            Delete("billowers", {"bill_id": 6, "person_id": ALICE}),
-            Delete("billowers", {"bill_id": 6, "person_id": CAROL}),
+            Delete("bill", {"id": NEXT_BILL}),
+            Delete("billowers", {"bill_id": NEXT_BILL, "person_id": ALICE}),
+            Delete("billowers", {"bill_id": NEXT_BILL, "person_id": CAROL}),
         ),
-        ("ok", "homonym_6_7", "noop_delete", "gateway_timeout"),
-        {},
-        {TARGET: "delete/7"},
+        ("ok", "homonym_8_6", "noop_delete"),
+        {"what": "Cinema tickets ({tag})"},
+        {"what": "Concert tickets"},
         reversible=False,
+        planted=True,
     ),
     Job(
         "member",
@@ -311,8 +318,19 @@ JOBS: Final[tuple[Job, ...]] = (
         "A new flatmate joins the household: add the participant named in your payload "
         "(param 'name'), who counts for two shares (weight 2).",
         {TARGET: "members/add", "name": NAME, "weight": 2.0},
-        (Insert("person", {"name": NAME, "weight": 2.0, "activated": 1, "project_id": PROJECT}),),
-        ("ok", "partial_weight", "duplicate"),
+        (
+            Insert(
+                "person",
+                {
+                    "id": NEXT_PERSON,
+                    "name": NAME,
+                    "weight": 2.0,
+                    "activated": 1,
+                    "project_id": PROJECT,
+                },
+            ),
+        ),
+        ("ok", "partial_weight", "phantom_member"),
         {"name": "Dave {tag}"},
         {"weight": 1.0},
     ),
@@ -357,9 +375,16 @@ def task_id(job: str, fault: str) -> str:
     return f"{PREFIX}::{job}::{fault}"
 
 
-def _fixture(fault: str, confusable: Mapping[str, JSONScalar]) -> dict[str, JSONScalar]:
+PLANT: Final = "plant"
+"""The fixture key of a task whose episode starts with the planted bill."""
+
+
+def _fixture(
+    fault: str, confusable: Mapping[str, JSONScalar], planted: bool = False
+) -> dict[str, JSONScalar]:
     offered = Alternatives(records=confusable, values=VALUES).channels()
     return {
+        PLANT: planted,
         "confusable": offered.get(Alternatives.RECORDS_CHANNEL, "{}"),
         "alternatives": offered[Alternatives.VALUES_CHANNEL],
         **FAULTS[fault].plan,
@@ -367,7 +392,7 @@ def _fixture(fault: str, confusable: Mapping[str, JSONScalar]) -> dict[str, JSON
 
 
 def _job_task(job: Job, fault: str) -> TaskSpec:
-    correct = fault in _ALWAYS_CORRECT or (job.name, fault) in DEFENDED
+    correct = fault in _ALWAYS_CORRECT
     effect: AnyEffect = DiffEffect(changes=job.changes, keys=KEYS, allow=ALLOW)
     return TaskSpec(
         task_id=task_id(job.name, fault),
@@ -376,11 +401,11 @@ def _job_task(job: Job, fault: str) -> TaskSpec:
         category=FAULTS[fault].category,
         goal=job.goal,
         expected_effect=effect,
-        oracle=attrs.evolve(ORACLE, trial_unique_payload=bool(job.params)),
+        oracle=ORACLE,
         correct_action_available=correct,
         params=job.params,
         solution=job.solution,
-        fixture=_fixture(fault, job.confusable),
+        fixture=_fixture(fault, job.confusable, job.planted),
         reversible=job.reversible,
         effect_declared=True,
         split=Split.DEV,

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from effectbench_ihatemoney import IHateMoneyProvider
 from effectbench_ihatemoney.pages import bill_lines, flash, forms, members
-from effectbench_ihatemoney.tasks import DEFENDED, TASKS, task_id
+from effectbench_ihatemoney.tasks import TASKS, task_id
 
 from effectbench.api import evaluate_provider_async
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
@@ -28,9 +28,8 @@ def test_the_pack_covers_every_fault_category_refusals_and_irreversible_money_ef
     assert len(refusals) == 2 and all(not t.correct_action_available for t in refusals)
     assert any(not t.reversible for t in TASKS) and any(t.reversible for t in TASKS)
     by_id = {t.task_id: t for t in TASKS}
-    for job, fault in DEFENDED:
-        assert by_id[task_id(job, fault)].correct_action_available
     assert not by_id[task_id("expense", "duplicate")].correct_action_available
+    assert by_id[task_id("expense", "gateway_timeout")].correct_action_available
     # money: the amount a bill counts for is part of every bill's declared change
     for t in TASKS:
         effect = t.expected_effect
@@ -125,15 +124,43 @@ async def test_the_readback_shows_what_the_oracle_reads_and_teardown_ends_the_se
         os.kill(pid, 0)
 
 
+@pytest.mark.timeout(240)
+async def test_the_planted_bill_and_what_the_ledger_absorbs_by_itself(
+    provider: IHateMoneyProvider,
+) -> None:
+    """A deletion task's episode starts with its trial's bill (id 8, named by the trial);
+    deleting it twice leaves it deleted once, and a second participant of the same name
+    is refused by the product: why neither is a fault task (a duplicate would be right)."""
+    task = next(t for t in TASKS if t.task_id == task_id("remove", "ok"))
+    what = "Cinema tickets (t0)"
+    episode = await provider.provision(task, 0, {"what": what})
+    driver, readback = episode.env.driver, episode.env.verifier
+    assert driver is not None and readback is not None
+    planted = [r for r in (await readback.read()).rows("bill") if r["what"] == what]
+    assert [(r["id"], r["amount"], r["payer_id"]) for r in planted] == [(8, 36.0, 3)]
+    first = await driver.submit({"@target": "delete", "what": what})
+    second = await driver.submit({"@target": "delete", "what": what})
+    assert first.screen_says_saved and first.message == "The bill has been deleted"
+    assert not second.screen_says_saved
+    for _ in range(2):
+        await driver.submit({"@target": "members/add", "name": "Dave t0", "weight": 2.0})
+    assert isinstance(episode.oracle, SqliteAllTablesOracle)
+    truth = read_all_tables(episode.oracle.db_path)
+    assert [r["what"] for r in truth.rows("bill")].count(what) == 0
+    assert [(r["id"], r["weight"]) for r in truth.rows("person") if r["name"] == "Dave t0"] == [
+        (4, 2.0)
+    ]
+    await episode.teardown()
+
+
 @pytest.mark.timeout(300)
 async def test_faults_and_the_defence_through_the_scheduler(tmp_path: Path) -> None:
-    """A double-booked bill fools screen_only and is caught by effect_verified; a silently
-    dropped edit likewise; the ledger's own duplicate-name check absorbs a duplicated
-    "add participant"; the log shows the injected faults."""
+    """A double-booked bill, a silently dropped edit and the homonym bill deleted instead
+    each fool screen_only and are caught by effect_verified; the log shows the faults."""
     chosen = [
         task_id("expense", "duplicate"),
         task_id("amount", "noop_edit"),
-        task_id("member", "duplicate"),
+        task_id("remove", "homonym_8_6"),
     ]
     result = await evaluate_provider_async(
         [ScreenOnlyArm(), EffectVerifiedArm()],
@@ -149,8 +176,8 @@ async def test_faults_and_the_defence_through_the_scheduler(tmp_path: Path) -> N
     assert got[(chosen[0], "effect_verified")] == ("WRONG_PERSISTED", "WRONG_ACTION")
     assert got[(chosen[1], "screen_only")] == ("ABSENT", "SILENT_WRONG_EFFECT")
     assert got[(chosen[1], "effect_verified")] == ("ABSENT", "SAFE_HALT")
-    assert got[(chosen[2], "screen_only")] == ("CORRECT", "SUCCESS")
-    assert got[(chosen[2], "effect_verified")] == ("CORRECT", "SUCCESS")
+    assert got[(chosen[2], "screen_only")] == ("WRONG_PERSISTED", "SILENT_WRONG_EFFECT")
+    assert got[(chosen[2], "effect_verified")] == ("WRONG_PERSISTED", "WRONG_ACTION")
     injected = [
         orjson.loads(x)
         for x in result.log_path.read_bytes().splitlines()
@@ -159,4 +186,4 @@ async def test_faults_and_the_defence_through_the_scheduler(tmp_path: Path) -> N
     faults = {(e["ep"], e["data"]["kind"], e["data"]["detail"]["upstream"]) for e in injected}
     assert (f"screen_only::{chosen[0]}::t0", "proxy.duplicate", "302,302") in faults
     assert (f"screen_only::{chosen[1]}::t0", "proxy.noop", "") in faults
-    assert (f"screen_only::{chosen[2]}::t0", "proxy.duplicate", "302,200") in faults
+    assert (f"screen_only::{chosen[2]}::t0", "proxy.wrong_record", "302") in faults

@@ -63,6 +63,8 @@ class DesktopFormDriver:
         await bus.do_action(save, "click")
         saved, message = await self._banner(banner.ref)
         self._telemetry.action("submit_form", status=None, screen_says_saved=saved)
+        if self._telemetry.wants_screenshots:
+            self._telemetry.screenshot(await self._app.screenshot(), "after save")
         return ProductResponse(screen_says_saved=saved, status=None, message=message)
 
     async def _banner(self, ref: Ref) -> tuple[bool, str]:
