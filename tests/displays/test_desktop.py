@@ -15,7 +15,7 @@ from effectbench_mockmed.packs_substrates import SUBSTRATE_TASKS, MockMedSubstra
 from substrate_runs import killed_run_survivors, outcomes, rate
 
 from effectbench.core.model import Substrate, trial_params
-from effectbench.displays.desktop import DESKTOP_CHANNEL, open_channel
+from effectbench.displays.desktop import DESKTOP_CHANNEL, DesktopChannel
 from effectbench.testing import run_cli
 
 DESKTOP_TASKS = "mockmed-substrates::desktop::*"
@@ -43,7 +43,10 @@ async def test_the_desktop_channel_is_the_clients_tree_and_acts_on_it(tmp_path: 
         try:
             assert set(episode.env.channels) == {DESKTOP_CHANNEL}  # no URL, no page
             assert episode.gone is not None and episode.gone() is None
-            bus, app = await open_channel(episode.env.channels)
+            channel = DesktopChannel.from_channels(episode.env.channels)
+            assert channel is not None and channel.display.startswith(":")
+            assert DesktopChannel.from_channels({DESKTOP_CHANNEL: "{"}) is None
+            bus, app = await channel.connect(), channel.application
             try:
                 tree = await bus.tree(app)
                 frame = tree.find(role="frame")

@@ -178,7 +178,7 @@ class MockMedSubstratesProvider(MockMedProvider):
             channels.update(endpoint.channels())
             driver: ProductDriver = RemoteFormDriver(endpoint, web.telemetry)
         else:
-            channels.update(app.channel())
+            channels.update(app.channel().channels())
             driver = DesktopFormDriver(app, web.telemetry)
         camera = None
         if display.vnc is not None:  # the harness's own screenshots for protocol agents
