@@ -15,6 +15,7 @@ from effectbench_mockmed.packs_substrates import SUBSTRATE_TASKS, MockMedSubstra
 from effectbench_mockmed.remote.driver import RemoteFormDriver
 from substrate_runs import killed_run_survivors, outcomes, rate
 
+from effectbench.agents.reference import system_python
 from effectbench.core.model import Substrate, trial_params
 from effectbench.core.provider import Telemetry
 from effectbench.displays.vnc import VNC_CHANNEL, VncChannel
@@ -119,3 +120,30 @@ def test_the_remote_display_anchor_reproduces_the_pinned_figures_at_1_and_8(
 @pytest.mark.timeout(180)
 def test_a_killed_run_leaves_no_vnc_server_bus_or_client(tmp_path: Path) -> None:
     assert killed_run_survivors(tmp_path, REMOTE_TASKS, ("Xvnc", "dbus-daemon")) == []
+
+
+@pytest.mark.timeout(300)
+def test_a_protocol_agent_gets_its_framebuffer_as_evidence(tmp_path: Path) -> None:
+    """The harness's camera captures the agent's display over its own socket: the
+    image the agent is answered with is the one logged and verified."""
+    agent = Path(__file__).parents[1] / "agents" / "vnc_screenshot_agent.py"
+    out = tmp_path / "run"
+    proc = run_cli(
+        "run", "--provider", "mockmed-substrates",
+        "--task", "mockmed-substrates::remote_display::ok",
+        "--arm", f"exec-each:{system_python()} {agent}", "--trials", "1",
+        "--out", str(out), "--no-report", "--min-coverage", "0",
+        cwd=tmp_path, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    events = [orjson.loads(line) for line in (out / "events.jsonl").read_bytes().splitlines()]
+    reported = next(e["data"] for e in events if e["type"] == "episode.reported")
+    found = orjson.loads(reported["message"])
+    assert found["greeting"] == "RFB 003.008\n"
+    answer = found["answer"]
+    assert answer["ok"] and answer["label"] == "agent: my screen" and answer["kept"]
+    assert answer["checked"] == {"sha256": answer["sha256"], "width": 1024, "height": 720}
+    shots = [e["data"] for e in events if e["type"] == "episode.screenshot"]
+    assert answer["sha256"] in {s["sha256"] for s in shots}
+    assert {"agent: my screen", "at report"} <= {s["label"] for s in shots}
+    assert verify_run(out).ok

@@ -27,6 +27,7 @@ import anyio
 import attrs
 
 from effectbench.displays import DisplayPool, DisplaysUnavailable
+from effectbench.displays.camera import FramebufferCamera
 from effectbench.displays.desktop import DesktopApp
 from effectbench.displays.vnc import VncEndpoint
 from effectbench.model import Substrate, TaskSpec
@@ -50,6 +51,8 @@ SYSTEM_PYTHON: Final = "/usr/bin/python3"
 """Debian's interpreter, which has python3-gi and GTK (the harness's may not)."""
 CLIENT: Final = Path(__file__).with_name("desktop") / "gtk_client.py"
 
+SCREEN: Final = (1024, 720)
+"""A display's size (effectbench.displays.pool.GEOMETRY)."""
 SUBSTRATES: Final = (Substrate.WEB, Substrate.DESKTOP, Substrate.REMOTE_DISPLAY)
 """The substrates the pack carries the anchor on."""
 
@@ -177,8 +180,15 @@ class MockMedSubstratesProvider(MockMedProvider):
         else:
             channels.update(app.channel().channels())
             driver = DesktopFormDriver(app, web.telemetry)
+        camera = None
+        if display.vnc is not None:  # the harness's own screenshots for protocol agents
+            camera = FramebufferCamera(display.vnc, *SCREEN)
         env = EnvHandle(
-            channels=channels, telemetry=web.telemetry, driver=driver, verifier=web.verifier
+            channels=channels,
+            telemetry=web.telemetry,
+            driver=driver,
+            verifier=web.verifier,
+            browser_camera=camera,
         )
 
         async def teardown() -> None:
