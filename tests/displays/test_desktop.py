@@ -96,14 +96,14 @@ def _run(out: Path, concurrency: int) -> dict[str, Any]:
         "run", "--provider", "mockmed-substrates", "--task", DESKTOP_TASKS,
         "--arm", "screen_only", "--arm", "effect_verified", "--trials", "10",
         "--concurrency", str(concurrency), "--out", str(out), "--no-report",
-        cwd=out.parent, timeout=240,
+        cwd=out.parent, timeout=480,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     metrics: dict[str, Any] = orjson.loads((out / "metrics.json").read_bytes())
     return metrics
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1000)
 def test_the_desktop_anchor_reproduces_the_pinned_figures_at_1_and_8(tmp_path: Path) -> None:
     one = _run(tmp_path / "c1", 1)
     eight = _run(tmp_path / "c8", 8)
