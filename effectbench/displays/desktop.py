@@ -92,12 +92,12 @@ class DesktopApp:
         """The application's accessibility tree now."""
         return await self.bus.tree(self.application)
 
-    async def screenshot(self) -> bytes:
+    async def screenshot(self, frame: Node | None = None) -> bytes:
         """The application's window as the display shows it now, as PNG: the X server's
-        own pixels (the harness's connection, not the arm's), cropped to the frame's
-        extents on the screen."""
-        tree = await self.tree()
-        frame = next((n for n in tree.children if n.role == "frame"), None)
+        own pixels (the harness's connection, not the arm's), cropped to ``frame``'s
+        extents on the screen (None: the app's first frame, found in a fresh tree)."""
+        if frame is None:
+            frame = next((n for n in (await self.tree()).children if n.role == "frame"), None)
         box = None if frame is None else await self.bus.extents(frame)
         return await anyio.to_thread.run_sync(_grab, self.display.name, box)
 
