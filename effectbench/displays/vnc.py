@@ -87,6 +87,12 @@ class VncEndpoint:
         return VncChannel(LOOPBACK, port, self._vnc.password)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # asyncio's server asks a finished handler for its exception, which for a
+        # cancelled one (aclose) is CancelledError, logged as an error: end normally.
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._relay_one(reader, writer)
+
+    async def _relay_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if len(self._connections) >= MAX_CONNECTIONS or task is None:
             writer.close()
