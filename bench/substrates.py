@@ -10,13 +10,19 @@ teardown. `web` is the same anchor over HTTP, for scale. CPU is this process plu
 children (every display process and client, reaped by the pool), so "cpu ms/ep" is what
 one episode costs the machine.
 
-Memory: N desktop episodes held open with their client up, RSS and PSS summed over
-every process of their displays (Xvfb, both dbus-daemons, the registry, the client);
-per display = the sum / N, and per process kind. Targets on this 2-core machine (issue
-28): desktop >= 4 episodes/s at concurrency 8, <= 60 MiB per display.
-(`remote_display` joins ``SUBSTRATES`` when its tasks land in the pack.)
+On `remote_display` the display is served over VNC (Xvnc in Xvfb's place) and the form
+is filled, saved and its banner read from the framebuffer alone (OCR and pixel colours,
+effectbench_mockmed/remote/driver.py), over the episode's VNC port.
 
-    .venv/bin/python bench/substrates.py [--trials 4] [--runs 1] [--json PATH]
+Memory: N episodes of a substrate held open with their client up, RSS and PSS summed
+over every process of their displays (Xvfb or Xvnc, both dbus-daemons, the registry,
+the client); per display = the sum / N, and per process kind. OCR: what one screen
+read costs (wall and the tesseract process's CPU), median of 10, on MockMed's form as
+the remote_display driver reads it (the whole window) and on its banner's row. Targets
+on this 2-core machine (issue 28): desktop >= 4 episodes/s at concurrency 8,
+remote_display >= 2, <= 60 MiB per display.
+
+    .venv/bin/python bench/substrates.py [--trials 4] [--runs 1] [--substrate S] [--json PATH]
 """
 
 from __future__ import annotations
@@ -35,9 +41,11 @@ from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
 from effectbench.core.arm import Arm
 from effectbench.core.model import Substrate, trial_params
 
-SUBSTRATES = (Substrate.WEB, Substrate.DESKTOP)
+SUBSTRATES = (Substrate.WEB, Substrate.DESKTOP, Substrate.REMOTE_DISPLAY)
+DISPLAYED = (Substrate.DESKTOP, Substrate.REMOTE_DISPLAY)
 CONCURRENCY = (1, 4, 8)
 TARGET_DESKTOP_EPS_AT_8 = 4.0
+TARGET_REMOTE_EPS_AT_8 = 2.0
 TARGET_MIB_PER_DISPLAY = 60.0
 HELD = 8
 """Desktop episodes held open for the memory figure."""
@@ -86,10 +94,10 @@ def _memory_kib(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-async def _memory(held: int) -> dict[str, Any]:
-    """RSS and PSS per display, with ``held`` desktop episodes open at once."""
+async def _memory(held: int, substrate: Substrate) -> dict[str, Any]:
+    """RSS and PSS per display, with ``held`` episodes of ``substrate`` open at once."""
     provider = MockMedSubstratesProvider()
-    task = next(t for t in provider.tasks() if t.substrate is Substrate.DESKTOP)
+    task = next(t for t in provider.tasks() if t.substrate is substrate)
     await provider.start()
     episodes = []
     try:
@@ -99,7 +107,7 @@ async def _memory(held: int) -> dict[str, Any]:
         by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for pid in _children(os.getpid()):
             kind = _kind(pid)
-            if kind in ("Xvfb", "dbus-daemon", "at-spi2-registr", "client"):
+            if kind in ("Xvfb", "Xvnc", "dbus-daemon", "at-spi2-registr", "client"):
                 rss, pss = _memory_kib(pid)
                 by_kind[kind][0] += rss
                 by_kind[kind][1] += pss
@@ -120,16 +128,60 @@ async def _memory(held: int) -> dict[str, Any]:
     }
 
 
+async def _ocr(reads: int) -> dict[str, Any]:
+    """Wall and tesseract CPU seconds of one OCR read, median of ``reads``: of MockMed's
+    form as the remote_display driver reads it, and of its banner's row."""
+    import resource
+
+    from effectbench.displays.frame import Box
+    from effectbench.displays.ocr import content_box, read_text
+    from effectbench.displays.pixels import Screen
+    from effectbench.displays.rfb import open_rfb
+    from effectbench.displays.vnc import VncChannel
+
+    provider = MockMedSubstratesProvider()
+    task = next(t for t in provider.tasks() if t.substrate is Substrate.REMOTE_DISPLAY)
+    await provider.start()
+    try:
+        episode = await provider.provision(task, 0, trial_params(task, 0))
+        try:
+            vnc = VncChannel.from_channels(episode.env.channels)
+            assert vnc is not None
+            async with open_rfb(vnc.password, host=vnc.host, port=vnc.port) as rfb:
+                frame = await Screen(rfb).settle()
+        finally:
+            await episode.teardown()
+    finally:
+        await provider.stop()
+    window = content_box(frame)
+    assert window is not None
+    out: dict[str, Any] = {"window": [window.width, window.height]}
+    for name, box in (("form", None), ("banner_row", Box(0, 33, window.width, 40))):
+        walls, cpus = [], []
+        for _ in range(reads):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            walls.append(read_text(frame, box).seconds)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        out[name] = {"wall_s": common.median(walls), "cpu_s": common.median(cpus)}
+    return out
+
+
 def main() -> None:
     ap = common.parser(__doc__)
     ap.add_argument("--trials", type=int, default=4, help="trials per task per run")
+    ap.add_argument(
+        "--substrate", choices=[s.value for s in SUBSTRATES], action="append",
+        help="only this substrate (repeatable; default: all)",
+    )  # fmt: skip
     ap.set_defaults(runs=1)
     args = ap.parse_args()
+    chosen = [s for s in SUBSTRATES if not args.substrate or s.value in args.substrate]
     ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: clients' CPU counts too
     before = common.loadavg()
     print(common.load_line())
     rows = []
-    for substrate in SUBSTRATES:
+    for substrate in chosen:
         for concurrency in CONCURRENCY:
             walls, cpus, n = [], [], 0
             for _ in range(args.runs):
@@ -147,25 +199,46 @@ def main() -> None:
         [[r["substrate"], r["concurrency"], r["episodes"], round(r["episodes_per_s"], 2),
           round(r["cpu_ms_per_episode"], 1)] for r in rows],
     ))  # fmt: skip
-    memory = anyio.run(_memory, HELD)
-    print(
-        f"\ndesktop memory, {HELD} displays held: "
-        f"{memory['rss_mib_per_display']:.1f} MiB RSS per display "
-        f"({memory['pss_mib_per_display']:.1f} MiB PSS)"
+    memory = {
+        s.value: anyio.run(_memory, HELD, s) for s in chosen if s in DISPLAYED
+    }  # fmt: skip
+    for name, held in memory.items():
+        print(
+            f"\n{name} memory, {HELD} displays held: "
+            f"{held['rss_mib_per_display']:.1f} MiB RSS per display "
+            f"({held['pss_mib_per_display']:.1f} MiB PSS)"
+        )
+        print(common.table(
+            ["process", "RSS MiB/display", "PSS MiB/display"],
+            [[k, round(v["rss_mib"], 1), round(v["pss_mib"], 1)]
+             for k, v in held["by_process"].items()],
+        ))  # fmt: skip
+    ocr = None
+    if Substrate.REMOTE_DISPLAY in chosen:
+        ocr = anyio.run(_ocr, 10)
+        width, height = ocr["window"]
+        print(f"\nOCR per screen read (MockMed's {width}x{height} window, median of 10):")
+        print(common.table(
+            ["read", "wall s", "tesseract cpu s"],
+            [[k, round(ocr[k]["wall_s"], 3), round(ocr[k]["cpu_s"], 3)]
+             for k in ("form", "banner_row")],
+        ))  # fmt: skip
+    targets = (
+        (Substrate.DESKTOP, TARGET_DESKTOP_EPS_AT_8),
+        (Substrate.REMOTE_DISPLAY, TARGET_REMOTE_EPS_AT_8),
     )
-    print(common.table(
-        ["process", "RSS MiB/display", "PSS MiB/display"],
-        [[k, round(v["rss_mib"], 1), round(v["pss_mib"], 1)]
-         for k, v in memory["by_process"].items()],
-    ))  # fmt: skip
-    at8 = next(r for r in rows if r["substrate"] == "desktop" and r["concurrency"] == 8)
-    print(
-        f"\ntargets: desktop >= {TARGET_DESKTOP_EPS_AT_8:g} episodes/s at 8: "
-        f"{at8['episodes_per_s']:.2f}; <= {TARGET_MIB_PER_DISPLAY:g} MiB per display: "
-        f"{memory['rss_mib_per_display']:.1f} RSS"
-    )
+    print()
+    for substrate, target in targets:
+        if substrate not in chosen:
+            continue
+        at8 = next(r for r in rows if r["substrate"] == substrate.value and r["concurrency"] == 8)
+        print(
+            f"targets: {substrate.value} >= {target:g} episodes/s at 8: "
+            f"{at8['episodes_per_s']:.2f}; <= {TARGET_MIB_PER_DISPLAY:g} MiB per display: "
+            f"{memory[substrate.value]['rss_mib_per_display']:.1f} RSS"
+        )
     print(common.load_line())
-    common.write_json(args.json, "substrates", {"rows": rows, "memory": memory}, before)
+    common.write_json(args.json, "substrates", {"rows": rows, "memory": memory, "ocr": ocr}, before)
 
 
 if __name__ == "__main__":

@@ -419,7 +419,7 @@ class ExecArm:
     ) -> Slot:
         ep = task.episode_id
         budget = self._budget()
-        camera = env.browser_camera if env.browser_cdp is not None else None
+        camera = env.browser_camera  # a page's, or a remote display's framebuffer
         policy = env.telemetry.screenshot_policy
         shots = Shots(ep, env.telemetry, camera, conn.send, policy)
         slot = conn.pending[ep] = Slot(env.telemetry, shots=shots)

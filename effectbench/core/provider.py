@@ -295,7 +295,8 @@ class EnvHandle:
     """The product's page mechanics for the browser arms (None: MockMed's conventions)."""
     browser_camera: PageCamera | None = None
     """With ``browser_cdp``: the harness's own capture of that episode's page, for the
-    protocol's ``screenshot`` request and ``--screenshots`` (None: no browser)."""
+    protocol's ``screenshot`` request and ``--screenshots`` (None: no browser). A
+    provider of a remote display sets it to its framebuffer's (displays/camera.py)."""
 
     def product_effect_verifier(self) -> ProductVerifier | None:
         """The product's own readback, or None when the provider authored none."""

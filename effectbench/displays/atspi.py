@@ -29,6 +29,7 @@ EDITABLE: Final = "org.a11y.atspi.EditableText"
 ACTION: Final = "org.a11y.atspi.Action"
 SELECTION: Final = "org.a11y.atspi.Selection"
 VALUE: Final = "org.a11y.atspi.Value"
+COMPONENT: Final = "org.a11y.atspi.Component"
 PROPERTIES: Final = "org.freedesktop.DBus.Properties"
 MAX_NODES: Final = 2_000
 """A tree bigger than this is cut (an application's tree is walked whole per read)."""
@@ -256,6 +257,15 @@ class AccessibilityBus:
             return ()
         got = await self._call(ref.bus, ref.path, ACTION, "GetActions")
         return tuple(str(a[0]).lower() for a in got[0])
+
+    async def extents(self, node: Node) -> tuple[int, int, int, int] | None:
+        """(x, y, width, height) of ``node`` on the screen, None when it has no
+        component (nothing on screen to point at)."""
+        if COMPONENT not in node.interfaces:
+            return None
+        got = await self._call(node.ref.bus, node.ref.path, COMPONENT, "GetExtents", "u", [0])
+        x, y, width, height = got[0]
+        return int(x), int(y), int(width), int(height)
 
     async def do_action(self, node: Node, action: str) -> None:
         """Press ``action`` (e.g. ``click``) of ``node``."""

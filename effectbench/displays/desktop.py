@@ -3,26 +3,29 @@
 ``DesktopApp.launch`` starts a client on a lent display (through the pool, so it dies
 with the episode, with ``stop()`` and with the harness), waits for the line it writes
 once its window is up, and finds the application it registered on that display's
-accessibility bus. The ``desktop`` channel an arm gets (``DesktopApp.channel``) names
+accessibility bus. The ``desktop`` channel an arm gets (``DesktopChannel``) names
 that bus and application and nothing else: the arm reads the tree and acts through
 AT-SPI (``effectbench.displays.atspi``) on that one display.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 import anyio
+import anyio.to_thread
+import attrs
 import orjson
 
-from effectbench.displays.atspi import AccessibilityBus, AccessibilityError, Node
+from effectbench.displays.atspi import AccessibilityBus, Node
 from effectbench.displays.pool import DisplayPool
 from effectbench.displays.server import Display, DisplayStartError, read_line
 
-__all__ = ["DESKTOP_CHANNEL", "DesktopApp", "open_channel"]
+__all__ = ["DESKTOP_CHANNEL", "DesktopApp", "DesktopChannel"]
 
 DESKTOP_CHANNEL: Final = "desktop"
 """The channel key: JSON ``{"display", "a11y_bus", "application", "pid"}``."""
@@ -78,20 +81,25 @@ class DesktopApp:
             raise
         return cls(display, proc, bus, app)
 
-    def channel(self) -> dict[str, str]:
+    def channel(self) -> DesktopChannel:
         """The arm's ``desktop`` channel: where this app's accessibility tree is."""
         assert self.display.a11y_bus is not None
-        spec = {
-            "display": self.display.name,
-            "a11y_bus": self.display.a11y_bus,
-            "application": self.application,
-            "pid": self.proc.pid,
-        }
-        return {DESKTOP_CHANNEL: orjson.dumps(spec).decode()}
+        return DesktopChannel(
+            self.display.name, self.display.a11y_bus, self.application, self.proc.pid
+        )
 
     async def tree(self) -> Node:
         """The application's accessibility tree now."""
         return await self.bus.tree(self.application)
+
+    async def screenshot(self, frame: Node | None = None) -> bytes:
+        """The application's window as the display shows it now, as PNG: the X server's
+        own pixels (the harness's connection, not the arm's), cropped to ``frame``'s
+        extents on the screen (None: the app's first frame, found in a fresh tree)."""
+        if frame is None:
+            frame = next((n for n in (await self.tree()).children if n.role == "frame"), None)
+        box = None if frame is None else await self.bus.extents(frame)
+        return await anyio.to_thread.run_sync(_grab, self.display.name, box)
 
     def gone(self) -> str | None:
         """Why the client is no longer there, or None while it runs."""
@@ -103,14 +111,62 @@ class DesktopApp:
         await self.bus.close()
 
 
-async def open_channel(channels: Mapping[str, str]) -> tuple[AccessibilityBus, str]:
-    """An arm's own connection to the app its ``desktop`` channel names: (bus, app)."""
-    raw = channels.get(DESKTOP_CHANNEL)
-    if raw is None:
-        raise AccessibilityError("this episode has no desktop channel: run a desktop task")
-    spec = orjson.loads(raw)
-    bus = await AccessibilityBus(str(spec["a11y_bus"])).connect()
-    return bus, str(spec["application"])
+@attrs.frozen
+class DesktopChannel:
+    """Where an arm reaches its episode's desktop application: the display, that
+    display's accessibility bus, and the application's name (and process) on it."""
+
+    display: str
+    a11y_bus: str
+    application: str
+    pid: int
+
+    def channels(self) -> dict[str, str]:
+        """The episode's channel entry: ``{"desktop": "{\\"display\\": ..., ...}"}``."""
+        value = {
+            "display": self.display,
+            "a11y_bus": self.a11y_bus,
+            "application": self.application,
+            "pid": self.pid,
+        }
+        return {DESKTOP_CHANNEL: orjson.dumps(value).decode()}
+
+    @classmethod
+    def from_channels(cls, channels: Mapping[str, str]) -> DesktopChannel | None:
+        """The ``desktop`` channel an episode's channels carry, or None when they carry
+        none (or a malformed one)."""
+        try:
+            value = orjson.loads(channels.get(DESKTOP_CHANNEL) or "null")
+            fields: dict[str, Any] = {
+                f.name: _typed(value[f.name], f.type) for f in attrs.fields(cls)
+            }
+            return cls(**fields)
+        except (orjson.JSONDecodeError, TypeError, KeyError):
+            return None
+
+    async def connect(self) -> AccessibilityBus:
+        """An arm's own connection to the accessibility bus; read ``tree(application)``."""
+        return await AccessibilityBus(self.a11y_bus).connect()
+
+
+def _typed(value: object, kind: object) -> object:
+    """``value`` when it is of the field's type (``str`` or ``int``), else TypeError."""
+    if type(value) is not {"str": str, "int": int}.get(str(kind)):
+        raise TypeError(f"{value!r} is not {kind}")
+    return value
+
+
+def _grab(display: str, box: tuple[int, int, int, int] | None) -> bytes:
+    from PIL import ImageGrab
+
+    image = ImageGrab.grab(xdisplay=display)
+    if box is not None:
+        x, y, width, height = box
+        if width > 0 and height > 0:
+            image = image.crop((x, y, x + width, y + height))
+    out = io.BytesIO()
+    image.save(out, "PNG")  # zlib's default level: 6 ms for a 640x520 window, 13 kB
+    return out.getvalue()
 
 
 async def _registered(bus: AccessibilityBus, proc: subprocess.Popen[bytes]) -> str:

@@ -244,10 +244,11 @@ class RfbClient:
             await self._stream.send(struct.pack(">BBxxI", 4, int(state), sym))
 
     async def press(self, name: str, *, with_keys: tuple[str, ...] = ()) -> None:
-        """A named key (``KEYSYMS``), with modifiers held (``("Control_L",)``)."""
+        """A named key (``KEYSYMS``) or a character's, with modifiers held
+        (``press("a", with_keys=("Control_L",))``)."""
         for held in with_keys:
             await self.key(KEYSYMS[held], down=True)
-        await self.key(KEYSYMS[name])
+        await self.key(KEYSYMS[name] if name in KEYSYMS else keysym(name))
         for held in reversed(with_keys):
             await self.key(KEYSYMS[held], down=False)
 

@@ -11,10 +11,10 @@ the display (its X socket, its buses, the product's HTTP port) is.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Final
 
 import anyio
@@ -24,7 +24,7 @@ import orjson
 
 from effectbench.displays.server import Display
 
-__all__ = ["MAX_CONNECTIONS", "VNC_CHANNEL", "VncChannel", "relay", "serve_vnc"]
+__all__ = ["MAX_CONNECTIONS", "VNC_CHANNEL", "VncChannel", "VncEndpoint", "relay", "serve_vnc"]
 
 VNC_CHANNEL: Final = "vnc"
 LOOPBACK: Final = "127.0.0.1"
@@ -67,38 +67,86 @@ class VncChannel:
         return None
 
 
+class VncEndpoint:
+    """One episode's port: opened by ``start``, closed with every connection through
+    it by ``aclose``, which any task may call (a provider provisions an episode in one
+    task and tears it down in another, so no cancel scope spans the two)."""
+
+    def __init__(self, display: Display) -> None:
+        if display.vnc is None:
+            raise ValueError(
+                f"display {display.name} is not served over VNC: DisplayPool(vnc=True)"
+            )
+        self._vnc = display.vnc
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> VncChannel:
+        self._server = await asyncio.start_server(self._relay, LOOPBACK, 0)
+        port = int(self._server.sockets[0].getsockname()[1])
+        return VncChannel(LOOPBACK, port, self._vnc.password)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # asyncio's server asks a finished handler for its exception, which for a
+        # cancelled one (aclose) is CancelledError, logged as an error: end normally.
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._relay_one(reader, writer)
+
+    async def _relay_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if len(self._connections) >= MAX_CONNECTIONS or task is None:
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            try:
+                up_reader, up_writer = await asyncio.open_unix_connection(self._vnc.socket)
+            except OSError:
+                return  # the display is gone (being reset): the client sees the close
+            try:
+                pumps = [
+                    asyncio.ensure_future(_pump(reader, up_writer)),
+                    asyncio.ensure_future(_pump(up_reader, writer)),
+                ]
+                try:
+                    await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for pump in pumps:
+                        pump.cancel()
+                    await asyncio.gather(*pumps, return_exceptions=True)
+            finally:
+                up_writer.close()
+        finally:
+            writer.close()
+            self._connections.discard(task)
+
+    async def aclose(self) -> None:
+        """Close the port and drop every connection through it."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        connections = list(self._connections)
+        for task in connections:
+            task.cancel()
+        await asyncio.gather(*connections, return_exceptions=True)
+
+
+async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(OSError):
+        while chunk := await source.read(CHUNK):
+            sink.write(chunk)
+            await sink.drain()
+
+
 @asynccontextmanager
 async def serve_vnc(display: Display) -> AsyncIterator[VncChannel]:
     """``display``'s VNC server on a fresh port of 127.0.0.1 for as long as the block
     runs; every connection through it is closed when the block ends."""
-    if display.vnc is None:
-        raise ValueError(f"display {display.name} is not served over VNC: DisplayPool(vnc=True)")
-    listener = await anyio.create_tcp_listener(local_host=LOOPBACK, local_port=0)
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    socket = display.vnc.socket
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(_accept, listener, socket)
-        try:
-            yield VncChannel(LOOPBACK, port, display.vnc.password)
-        finally:
-            tg.cancel_scope.cancel()
-
-
-async def _accept(listener: anyio.abc.Listener[anyio.abc.SocketStream], socket: Path) -> None:
-    limit = anyio.CapacityLimiter(MAX_CONNECTIONS)
-
-    async def one(client: anyio.abc.SocketStream) -> None:
-        async with client:
-            try:
-                limit.acquire_nowait()
-            except anyio.WouldBlock:
-                return
-            try:
-                await relay(client, lambda: anyio.connect_unix(socket))
-            finally:
-                limit.release()
-
-    await listener.serve(one)
+    endpoint = VncEndpoint(display)
+    try:
+        yield await endpoint.start()
+    finally:
+        await endpoint.aclose()
 
 
 async def relay(

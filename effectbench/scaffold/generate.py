@@ -5,7 +5,11 @@ provider, tests) is rendered from the jinja2 templates beside this module. It in
 passes ``effectbench run``, ``effectbench audit`` and its own tests unchanged, so an
 author starts from something green and changes one piece at a time. ``--http`` serves
 the product as a starlette app on 127.0.0.1 instead of calling it in process.
-plugins_example/ stays the hand-written reference the templates follow.
+``--product`` (templates under ``product/``) is the kit for a real product run as a
+process of its own: a fresh copy of a pristine environment per episode, the fault proxy
+in front, the generic SQLite oracle, and tests that read only the tasks, so they hold
+when ``product.py`` and ``tasks.py`` describe another product.
+plugins_example/ stays the hand-written reference the in-process templates follow.
 """
 
 from __future__ import annotations
@@ -64,9 +68,23 @@ def names_for(name: str) -> Names:
     )
 
 
-def _files(names: Names, http: bool) -> list[tuple[str, str]]:
+_PRODUCT_MODULES: Final = ("__init__", "product", "product_server", "tasks", "provider", "driver",
+                            "oracle", "browser")  # fmt: skip
+
+
+def _files(names: Names, http: bool, product: bool = False) -> list[tuple[str, str]]:
     """(template, path in the package) for every file the package gets."""
     pkg, snake = names.pkg, names.pkg.removeprefix("effectbench_")
+    if product:
+        return [
+            ("pyproject.toml.j2", "pyproject.toml"),
+            ("product/README.md.j2", "README.md"),
+            *((f"product/{m}.py.j2", f"{pkg}/{m}.py") for m in _PRODUCT_MODULES),
+            *(
+                (f"product/tests/test_{t}.py.j2", f"tests/test_{snake}_{t}.py")
+                for t in ("provider", "cli", "contract")
+            ),
+        ]
     common = ["__init__", "store", "oracle", "tasks", "provider"]
     variant = ["app", "client"] if http else ["channels"]
     return [
@@ -86,10 +104,15 @@ def _check_out(out: Path) -> None:
         raise ScaffoldError(f"{out} exists and is not empty; give --out a new or empty directory")
 
 
-def generate_provider(name: str, out: Path, *, http: bool = False) -> list[Path]:
-    """Write the package for provider ``name`` into ``out`` (new or empty); the files written."""
+def generate_provider(
+    name: str, out: Path, *, http: bool = False, product: bool = False
+) -> list[Path]:
+    """Write the package for provider ``name`` into ``out`` (new or empty); the files written.
+    ``product``: the kit for a product served by a process of its own (``--product``)."""
     import jinja2
 
+    if http and product:
+        raise ScaffoldError("choose one of --http and --product (--product serves over HTTP too)")
     names = names_for(name)
     _check_out(out)
     env = jinja2.Environment(
@@ -104,9 +127,9 @@ def generate_provider(name: str, out: Path, *, http: bool = False) -> list[Path]
     exports = sorted(
         ["BODY_LIMIT", "TASKS", "Fault", "Store", names.cls], key=lambda n: (not n.isupper(), n)
     )
-    context = {**attrs.asdict(names), "http": http, "exports": exports}
+    context = {**attrs.asdict(names), "http": http, "product": product, "exports": exports}
     written: list[Path] = []
-    for template, rel in _files(names, http):
+    for template, rel in _files(names, http, product):
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(env.get_template(template).render(context), encoding="utf-8")

@@ -4,8 +4,6 @@ SIGKILLed harness."""
 
 from __future__ import annotations
 
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +12,14 @@ import orjson
 import pytest
 from effectbench_mockmed.anchor import PINNED
 from effectbench_mockmed.packs_substrates import SUBSTRATE_TASKS, MockMedSubstratesProvider
-from processes import _comm, _descendants, sigkill_survivors
+from substrate_runs import killed_run_survivors, outcomes, rate
 
 from effectbench.core.model import Substrate, trial_params
-from effectbench.displays.desktop import DESKTOP_CHANNEL, open_channel
+from effectbench.displays.desktop import DESKTOP_CHANNEL, DesktopChannel
 from effectbench.testing import run_cli
-from effectbench.testing.cli import effectbench_command
 
 DESKTOP_TASKS = "mockmed-substrates::desktop::*"
 DISPLAY_PROCESSES = ("Xvfb", "dbus-daemon", "at-spi2-registr")
-DEADLINE_S = 60.0
 
 
 @pytest.fixture
@@ -47,7 +43,10 @@ async def test_the_desktop_channel_is_the_clients_tree_and_acts_on_it(tmp_path: 
         try:
             assert set(episode.env.channels) == {DESKTOP_CHANNEL}  # no URL, no page
             assert episode.gone is not None and episode.gone() is None
-            bus, app = await open_channel(episode.env.channels)
+            channel = DesktopChannel.from_channels(episode.env.channels)
+            assert channel is not None and channel.display.startswith(":")
+            assert DesktopChannel.from_channels({DESKTOP_CHANNEL: "{"}) is None
+            bus, app = await channel.connect(), channel.application
             try:
                 tree = await bus.tree(app)
                 frame = tree.find(role="frame")
@@ -62,13 +61,13 @@ async def test_the_desktop_channel_is_the_clients_tree_and_acts_on_it(tmp_path: 
                 assert save is not None and "click" in save.actions
                 assert "sensitive" in save.states
                 banner = tree.find(accessible_id="banner")
-                assert banner is not None and banner.name == ""
+                assert banner is not None and banner.name == "" and banner.description == ""
 
                 await bus.select(patient, 1)
                 await bus.set_text(note, "typed through AT-SPI")
                 await bus.do_action(save, "click")
                 with anyio.fail_after(30):
-                    while not (shown := await bus.node(banner.ref)).name:
+                    while not (shown := await bus.node(banner.ref)).description:
                         await anyio.sleep(0.01)
                 # the session mode's banner, exactly as the web page shows it
                 assert (shown.name, shown.description) == (
@@ -97,81 +96,35 @@ def _run(out: Path, concurrency: int) -> dict[str, Any]:
         "run", "--provider", "mockmed-substrates", "--task", DESKTOP_TASKS,
         "--arm", "screen_only", "--arm", "effect_verified", "--trials", "10",
         "--concurrency", str(concurrency), "--out", str(out), "--no-report",
-        cwd=out.parent, timeout=240,
+        cwd=out.parent, timeout=480,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     metrics: dict[str, Any] = orjson.loads((out / "metrics.json").read_bytes())
     return metrics
 
 
-def _rate(block: dict[str, Any]) -> tuple[int, int]:
-    return block["numerator"], block["denominator"]
-
-
-def _outcomes(metrics: dict[str, Any]) -> dict[str, object]:
-    """Every arm's outcome counts, overall and per (category x substrate) cell."""
-    return {
-        arm: (
-            block["outcome_counts"],
-            [(c["category"], c["substrate"], c["outcome_counts"]) for c in block["cells"]],
-        )
-        for arm, block in metrics["arms"].items()
-    }
-
-
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1000)
 def test_the_desktop_anchor_reproduces_the_pinned_figures_at_1_and_8(tmp_path: Path) -> None:
     one = _run(tmp_path / "c1", 1)
     eight = _run(tmp_path / "c8", 8)
     for metrics in (one, eight):
         so, ev = metrics["arms"]["screen_only"], metrics["arms"]["effect_verified"]
-        assert _rate(so["swer"]) == (PINNED["screen_only"].swer, 90) == (50, 90)
-        assert _rate(so["swer_wrong_write"]) == (40, 90)
-        assert _rate(so["swer_phantom"]) == (10, 90)
-        assert _rate(so["screen_success"]) == (70, 90)
-        assert _rate(ev["swer"]) == (0, 90) and _rate(ev["task_success"]) == (30, 90)
+        assert rate(so["swer"]) == (PINNED["screen_only"].swer, 90) == (50, 90)
+        assert rate(so["swer_wrong_write"]) == (40, 90)
+        assert rate(so["swer_phantom"]) == (10, 90)
+        assert rate(so["screen_success"]) == (70, 90)
+        assert rate(ev["swer"]) == (0, 90) and rate(ev["task_success"]) == (30, 90)
         assert {c["substrate"] for c in so["cells"]} == {"desktop"}
         assert not any(so["failure_counts"].values()) and not any(ev["failure_counts"].values())
-    assert _outcomes(one) == _outcomes(eight)
-
-
-def _clients(tree: dict[int, int]) -> list[int]:
-    """The desktop clients among ``tree`` (system python running gtk_client.py)."""
-    found = []
-    for pid in tree:
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(a.endswith(b"gtk_client.py") for a in argv):
-            found.append(pid)
-    return found
+    assert outcomes(one) == outcomes(eight)
+    # every episode's window after its save, stored by content hash and chained
+    events = (tmp_path / "c8" / "events.jsonl").read_bytes().splitlines()
+    shots = [orjson.loads(e) for e in events if b'"episode.screenshot"' in e]
+    assert len(shots) == 180
+    verified = run_cli("verify", str(tmp_path / "c8"), cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 @pytest.mark.timeout(180)
 def test_a_killed_run_leaves_no_display_bus_or_desktop_client(tmp_path: Path) -> None:
-    argv = [
-        *effectbench_command(), "run", "--provider", "mockmed-substrates",
-        "--task", DESKTOP_TASKS, "--arm", "screen_only", "--trials", "200",
-        "--concurrency", "8", "--out", str(tmp_path / "killed"), "--no-report",
-    ]  # fmt: skip
-    harness = subprocess.Popen(
-        argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + DEADLINE_S
-        tree: dict[int, int] = {}
-        while time.monotonic() < deadline:
-            tree = _descendants(harness.pid)
-            names = [_comm(pid) for pid in tree]
-            if len(_clients(tree)) >= 2 and all(n in names for n in DISPLAY_PROCESSES):
-                break
-            assert harness.poll() is None, "the run ended before its displays were up"
-            time.sleep(0.05)
-        else:
-            pytest.fail(f"no desktop clients within {DEADLINE_S:g} s: {sorted(names)}")
-        survivors = sigkill_survivors(harness, tree)
-        assert survivors == [], [(pid, _comm(pid)) for pid in survivors]
-    finally:
-        harness.kill()
-        harness.wait()
+    assert killed_run_survivors(tmp_path, DESKTOP_TASKS, DISPLAY_PROCESSES) == []

@@ -46,8 +46,8 @@ def _run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Complet
     )
 
 
-def _ok(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    proc = _run(args, cwd)
+def _ok(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    proc = _run(args, cwd, timeout)
     assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -197,3 +197,83 @@ def test_generated_packages_install_and_pass_their_tests_run_and_audit(tmp_path:
         audit_dir = tmp_path / f"audit-{name}"
         audit = _ok([cli, "audit", "--provider", name, "--out", str(audit_dir)], tmp_path)
         assert "2/2 audited" in audit.stdout, audit.stdout
+
+
+def test_product_and_http_are_refused_together(tmp_path: Path) -> None:
+    with pytest.raises(ScaffoldError, match="choose one of --http and --product"):
+        generate_provider("ledger", tmp_path / "pkg", http=True, product=True)
+    assert not (tmp_path / "pkg").exists()
+
+
+def test_the_product_kit_names_the_two_modules_an_author_changes(tmp_path: Path) -> None:
+    written = generate_provider("ledger", tmp_path / "pkg", product=True)
+    names = {str(p.relative_to(tmp_path / "pkg")) for p in written}
+    kit = {f"effectbench_ledger/{m}.py" for m in ("provider", "driver", "oracle", "browser")}
+    mine = {f"effectbench_ledger/{m}.py" for m in ("product", "tasks", "product_server")}
+    assert kit | mine <= names
+    assert {"tests/test_ledger_provider.py", "tests/test_ledger_cli.py"} <= names
+    readme = (tmp_path / "pkg" / "README.md").read_text()
+    assert "`product.py`" in readme and "`tasks.py`" in readme and "--product" in readme
+
+
+ROUNDUP_KIT = Path(__file__).with_name("roundup_kit")
+"""What an author writes to wrap stock Roundup with the kit: its ``product.py`` and ``tasks.py``."""
+
+
+def _lint(out: Path) -> None:
+    _ok(
+        [
+            str(RUFF),
+            "check",
+            "--isolated",
+            "--select",
+            "E,F,W,I,B,UP,RUF022",
+            "--line-length",
+            "120",
+            ".",
+        ],
+        out,
+    )
+
+
+# The package tests start a product process per episode, and each runs `effectbench run`
+# and `effectbench audit` itself (Roundup's audit alone is ~100 episodes): a hang guard
+# sized to that on a loaded 2-core machine, in a group of its own so it runs beside the
+# other scaffold test.
+@pytest.mark.timeout(2400)
+@pytest.mark.xdist_group("scaffold-product")
+def test_the_product_kit_passes_its_tests_as_generated_and_around_stock_roundup(
+    tmp_path: Path,
+) -> None:
+    stand_in, roundup = tmp_path / "kit-notes", tmp_path / "roundup-kit"
+    for name, out in (("kit-notes", stand_in), ("roundup-kit", roundup)):
+        proc = _new(name, "--product", "--out", str(out), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        _lint(out)
+    # wrapping Roundup: product.py and tasks.py replaced, the stand-in product deleted; the
+    # kit (provider, driver, oracle) and the generated tests are used exactly as written
+    package = roundup / "effectbench_roundup_kit"
+    for module in ("product.py", "tasks.py"):
+        (package / module).write_text((ROUNDUP_KIT / module).read_text())
+    (package / "product_server.py").unlink()
+
+    venv = tmp_path / "venv"
+    _ok(["make", f"VENV={os.path.relpath(venv, ROOT)}", "setup"], ROOT)
+    python = str(venv / "bin" / "python")
+    _ok([str(UV), "pip", "install", "--python", python, str(stand_in), str(roundup)], ROOT)
+    for out in (stand_in, roundup):
+        tests = _ok([python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"], out, 1200)
+        assert "FAILED " not in tests.stdout and "SKIPPED" not in tests.stdout, tests.stdout
+        lines = tests.stdout.splitlines()
+        passed = {
+            line.split()[1].split("[")[0].rsplit("::", 1)[-1]
+            for line in lines
+            if line.startswith("PASSED ")
+        }
+        assert {
+            "test_the_baselines_score_what_the_faults_predict",
+            "test_the_adversarial_audit_passes_every_task",
+            "test_the_product_dies_with_the_harness_even_by_sigkill",
+            "test_a_silent_fault_says_saved_over_a_wrong_record",
+            *CONTRACT_CHECKS,
+        } <= passed, tests.stdout

@@ -1,4 +1,9 @@
-"""``computer_use``: a vision-model arm that sees only pixels of the episode's browser page.
+"""``computer_use``: a vision-model arm that sees only pixels of the episode's screen.
+
+On a web episode the screen is the episode's browser page; on a remote_display episode
+(its channels carry ``vnc``) it is the display's framebuffer over VNC (``vnc_screen``),
+with the same action space at framebuffer coordinates, so one model is compared across
+substrates in one run.
 
 Each turn sends the current screenshot of the page (PNG) with the goal and the history
 and performs the computer actions the model answers with (``actions``) at those
@@ -39,6 +44,8 @@ from effectbench.core.provider import EnvHandle
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
+
+    from effectbench.displays.vnc import VncChannel
 
 __all__ = [
     "Budget",
@@ -135,20 +142,28 @@ class ComputerUseArm(EndpointArm):
         if self.not_configured is not None:
             raise ComputerUseNotConfigured(self.not_configured)
 
-    def _wire(self, session: aiohttp.ClientSession, env: EnvHandle) -> Wire:
+    def _wire(
+        self, session: aiohttp.ClientSession, env: EnvHandle, viewport: Viewport | None = None
+    ) -> Wire:
         options = self.endpoint.client_options(env.telemetry, self.retry, self._sleep)
+        size = self.viewport if viewport is None else viewport
         if self.wire_format == "anthropic":
             from effectbench.arms.computer_use.anthropic_wire import AnthropicWire, MessagesClient
 
             messages = MessagesClient(session, **options)
-            return AnthropicWire(messages, self.viewport, self.keep_screenshots)
+            return AnthropicWire(messages, size, self.keep_screenshots)
         from effectbench.arms.computer_use.openai_wire import OpenAiWire
 
-        return OpenAiWire(ChatClient(session, **options), self.viewport, self.keep_screenshots)
+        return OpenAiWire(ChatClient(session, **options), size, self.keep_screenshots)
 
     async def run(self, task: TaskView, env: EnvHandle) -> AgentReport:
         if self.not_configured is not None:
             raise ComputerUseNotConfigured(self.not_configured)
+        from effectbench.displays.vnc import VncChannel
+
+        vnc = VncChannel.from_channels(env.channels)
+        if vnc is not None:
+            return await self._run_on_display(task, env, vnc)
         if env.browser is None:
             return AgentReport(reported_success=False, halted=True, message=NO_BROWSER)
         screen = self._screen(env.browser, self.viewport)
@@ -164,6 +179,18 @@ class ComputerUseArm(EndpointArm):
         async with aiohttp.ClientSession(timeout=self._timeout) as session:
             wire = self._wire(session, env)
             return await run_loop(user_prompt(task), screen, wire, self.budget, env.telemetry)
+
+    async def _run_on_display(self, task: TaskView, env: EnvHandle, vnc: VncChannel) -> AgentReport:
+        """The loop over the episode's framebuffer: the viewport is the framebuffer's size."""
+        from effectbench.arms.computer_use.vnc_screen import VncScreen
+        from effectbench.displays.rfb import open_rfb
+
+        async with open_rfb(vnc.password, host=vnc.host, port=vnc.port) as client:
+            await client.capture()
+            screen = VncScreen(client)
+            async with aiohttp.ClientSession(timeout=self._timeout) as session:
+                wire = self._wire(session, env, screen.viewport)
+                return await run_loop(user_prompt(task), screen, wire, self.budget, env.telemetry)
 
 
 def entry_point() -> ComputerUseArm:

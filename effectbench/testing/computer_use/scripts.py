@@ -21,7 +21,7 @@ from effectbench.testing.computer_use.answer import Act, Answer, Script, last_st
 from effectbench.testing.computer_use.answer import done as _done
 from effectbench.testing.computer_use.sight import View
 
-__all__ = ["SCRIPTS", "Answer", "Script", "check_records", "trust_banner"]
+__all__ = ["SCRIPTS", "Answer", "Script", "check_records", "follow_steps", "trust_banner"]
 
 _PAYLOAD: Final = re.compile(r"Payload \(JSON\): (\{.*\})")
 _PATIENT: Final = re.compile(r"Patient (\w+)")
@@ -168,7 +168,25 @@ def _by_product(mockmed: Script, other: Script) -> Script:
     return script
 
 
+_STEPS: Final = re.compile(r"Steps \(JSON\): (\[.*?\])(?:\n|$)")
+
+
+def follow_steps(prompt: str, notes: Sequence[Mapping[str, Any]], view: View | None) -> Answer:
+    """Performs the actions the task's text lists (``Steps (JSON): [{"action": ...}]``) in
+    one turn, then reports success: a model with no sight, for a screen whose layout the
+    test already knows (the remote-display screen's own tests)."""
+    if last_step(notes) == "acted":
+        return _done(True, "followed the steps")
+    found = _STEPS.search(prompt)
+    if found is None:
+        return _done(False, "the task lists no steps")
+    steps = orjson.loads(found.group(1))
+    acts = tuple((str(s["action"]), {k: v for k, v in s.items() if k != "action"}) for s in steps)
+    return Answer({"step": "acted"}, acts)
+
+
 SCRIPTS: Final[Mapping[str, Script]] = {
     "trust-banner": _by_product(trust_banner, roundup.trust_banner),
     "check-records": _by_product(check_records, roundup.check_records),
+    "follow-steps": follow_steps,
 }

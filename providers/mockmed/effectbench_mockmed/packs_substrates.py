@@ -7,8 +7,10 @@ faults; only what the arm sees of the product changes:
 - ``desktop``: MockMed's native GTK client (``desktop/gtk_client.py``) on a display of
   the episode's own, the arm's ``desktop`` channel (its accessibility tree) and a form
   driver that works that tree (``desktop/driver.py``).
-- ``remote_display``: the slot ``FRONTS`` keeps for the VNC substrate (pixels only),
-  built beside this one; its nine tasks join ``SUBSTRATES`` when it lands.
+- ``remote_display``: the same GTK client on a display served over VNC, the arm's
+  ``vnc`` channel only (host, port, password: pixels in, pointer and keys out) and a
+  form driver that works from the framebuffer alone (``remote/driver.py``: OCR and
+  pixel colours, never the accessibility tree or HTTP).
 
 The product's own readback (``effect_verified``'s) is the same JSON endpoint on every
 substrate. Pinned figures are the anchor's on each substrate (``anchor.PINNED``).
@@ -25,12 +27,15 @@ import anyio
 import attrs
 
 from effectbench.displays import DisplayPool, DisplaysUnavailable
+from effectbench.displays.camera import FramebufferCamera
 from effectbench.displays.desktop import DesktopApp
+from effectbench.displays.vnc import VncEndpoint
 from effectbench.model import Substrate, TaskSpec
-from effectbench.provider import EnvHandle, ProvisionedEpisode
+from effectbench.provider import EnvHandle, ProductDriver, ProvisionedEpisode
 from effectbench_mockmed.desktop.driver import DesktopFormDriver
 from effectbench_mockmed.faults import FAULTS
 from effectbench_mockmed.provider import MockMedProvider, PackDef
+from effectbench_mockmed.remote.driver import RemoteFormDriver
 from effectbench_mockmed.tasks import TASKS
 
 __all__ = ["CLIENT", "FRONTS", "SUBSTRATES", "SUBSTRATE_TASKS", "MockMedSubstratesProvider"]
@@ -46,8 +51,10 @@ SYSTEM_PYTHON: Final = "/usr/bin/python3"
 """Debian's interpreter, which has python3-gi and GTK (the harness's may not)."""
 CLIENT: Final = Path(__file__).with_name("desktop") / "gtk_client.py"
 
-SUBSTRATES: Final = (Substrate.WEB, Substrate.DESKTOP)
-"""The substrates the pack carries the anchor on (remote_display: see the module doc)."""
+SCREEN: Final = (1024, 720)
+"""A display's size (effectbench.displays.pool.GEOMETRY)."""
+SUBSTRATES: Final = (Substrate.WEB, Substrate.DESKTOP, Substrate.REMOTE_DISPLAY)
+"""The substrates the pack carries the anchor on."""
 
 
 def _on(task: TaskSpec, substrate: Substrate) -> TaskSpec:
@@ -78,27 +85,38 @@ async def _desktop(
     return await provider.on_desktop(episode)
 
 
-FRONTS: Final[Mapping[Substrate, Front]] = {Substrate.WEB: _web, Substrate.DESKTOP: _desktop}
-"""How each substrate puts the product before the arm (remote_display: VNC, to come)."""
+async def _remote_display(
+    provider: MockMedSubstratesProvider, episode: ProvisionedEpisode
+) -> ProvisionedEpisode:
+    return await provider.on_remote_display(episode)
+
+
+FRONTS: Final[Mapping[Substrate, Front]] = {
+    Substrate.WEB: _web,
+    Substrate.DESKTOP: _desktop,
+    Substrate.REMOTE_DISPLAY: _remote_display,
+}
+"""How each substrate puts the product before the arm."""
 
 
 class MockMedSubstratesProvider(MockMedProvider):
-    """The anchor's nine tasks on the web and on the desktop (18 tasks)."""
+    """The anchor's nine tasks on the web, the desktop and a remote display (27 tasks)."""
 
     name: str = "mockmed-substrates"
     pack = SUBSTRATES_PACK
 
     def __init__(self, *, tmp_root: Path | None = None) -> None:
         super().__init__(tmp_root=tmp_root)
-        self._displays: DisplayPool | None = None
+        self._displays: dict[bool, DisplayPool] = {}
+        """The run's displays, served over VNC (True) or not."""
         self._displays_lock = anyio.Lock()
 
     async def stop(self) -> None:
         try:
             await super().stop()
         finally:
-            displays, self._displays = self._displays, None
-            if displays is not None:
+            pools, self._displays = list(self._displays.values()), {}
+            for displays in pools:
                 await displays.stop()
 
     async def provision(
@@ -115,21 +133,31 @@ class MockMedSubstratesProvider(MockMedProvider):
                 await episode.teardown()
             raise
 
-    async def _pool(self) -> DisplayPool:
-        """The run's displays, started with the first desktop episode (a run of web
-        tasks starts none), one more whenever every display is lent."""
+    async def _pool(self, *, vnc: bool = False) -> DisplayPool:
+        """The run's displays (served over VNC or not), started with the first episode
+        that needs one (a run of web tasks starts none), one more whenever every display
+        is lent."""
         async with self._displays_lock:
-            if self._displays is None:
+            if vnc not in self._displays:
                 await _check_gtk()
-                pool = DisplayPool(displays=1, grow=True)
+                pool = DisplayPool(displays=1, grow=True, vnc=vnc)
                 await pool.start()
-                self._displays = pool
-            return self._displays
+                self._displays[vnc] = pool
+            return self._displays[vnc]
 
     async def on_desktop(self, episode: ProvisionedEpisode) -> ProvisionedEpisode:
         """The episode on a display of its own: MockMed's desktop client on it, the
         arm's channel its accessibility tree, the product's readback unchanged."""
-        pool = await self._pool()
+        return await self._on_display(episode, vnc=False)
+
+    async def on_remote_display(self, episode: ProvisionedEpisode) -> ProvisionedEpisode:
+        """The episode on a display of its own served over VNC: MockMed's desktop client
+        on it, the arm's only channel that display's VNC endpoint (no base URL, no
+        accessibility tree), the product's readback unchanged."""
+        return await self._on_display(episode, vnc=True)
+
+    async def _on_display(self, episode: ProvisionedEpisode, *, vnc: bool) -> ProvisionedEpisode:
+        pool = await self._pool(vnc=vnc)
         web = episode.env
         stack = contextlib.AsyncExitStack()
         try:
@@ -137,16 +165,30 @@ class MockMedSubstratesProvider(MockMedProvider):
             argv = [SYSTEM_PYTHON, "-I", "-S", str(CLIENT), web.channels["base_url"]]
             app = await DesktopApp.launch(pool, display, argv)
             stack.push_async_callback(app.close)
+            if vnc:
+                door = VncEndpoint(display)
+                stack.push_async_callback(door.aclose)
+                endpoint = await door.start()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
             raise
         channels = {k: v for k, v in web.channels.items() if k != "base_url"}
+        if vnc:
+            channels.update(endpoint.channels())
+            driver: ProductDriver = RemoteFormDriver(endpoint, web.telemetry)
+        else:
+            channels.update(app.channel().channels())
+            driver = DesktopFormDriver(app, web.telemetry)
+        camera = None
+        if display.vnc is not None:  # the harness's own screenshots for protocol agents
+            camera = FramebufferCamera(display.vnc, *SCREEN)
         env = EnvHandle(
-            channels={**channels, **app.channel()},
+            channels=channels,
             telemetry=web.telemetry,
-            driver=DesktopFormDriver(app, web.telemetry),
+            driver=driver,
             verifier=web.verifier,
+            browser_camera=camera,
         )
 
         async def teardown() -> None:

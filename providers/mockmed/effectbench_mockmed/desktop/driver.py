@@ -63,6 +63,9 @@ class DesktopFormDriver:
         await bus.do_action(save, "click")
         saved, message = await self._banner(banner.ref)
         self._telemetry.action("submit_form", status=None, screen_says_saved=saved)
+        if self._telemetry.wants_screenshots:
+            frame = tree.find(role="frame")
+            self._telemetry.screenshot(await self._app.screenshot(frame), "after save")
         return ProductResponse(screen_says_saved=saved, status=None, message=message)
 
     async def _banner(self, ref: Ref) -> tuple[bool, str]:
@@ -71,7 +74,7 @@ class DesktopFormDriver:
         with anyio.move_on_after(SAVE_TIMEOUT_S):
             while True:
                 banner = await self._app.bus.node(ref)
-                if banner.name:
+                if banner.name and banner.description:  # told once it is painted
                     return banner.description == "saved", banner.name
                 await anyio.sleep(POLL_S)
         return False, "The window stopped responding"

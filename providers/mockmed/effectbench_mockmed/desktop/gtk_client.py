@@ -12,7 +12,8 @@ What an assistive technology sees (AT-SPI, through GTK's accessibility bridge): 
 named "MockMed encounters"; combo boxes named "Patient", "Type" (and "Status" where the
 product has one) whose menu items are the choices; text fields named "Note" and
 "Referral reference"; a push button "Save"; and the banner, a label whose accessible id
-is "banner", whose name is its text and whose description is "saved" or "error". A
+is "banner", whose name is its text and whose description is "saved" or "error" once
+the window shows it (the description is set after the frame with the text is painted). A
 patient's chart id follows its label after " — ", as a desktop chart list shows it.
 Once the form is on screen the client writes ``ready`` on READY_FD.
 """
@@ -196,8 +197,25 @@ class EncounterWindow(Gtk.Window):  # type: ignore[misc]
         if kind:
             style.add_class(kind)
         accessible = self.banner.get_accessible()
-        accessible.set_description(kind)
+        accessible.set_description("")
         self.banner.set_text(text)
+        if kind:
+            self._describe_after_paint(kind)
+
+    def _describe_after_paint(self, kind: str) -> None:
+        """The banner's kind, told once the frame that shows its text has been painted,
+        so whoever reads it from the tree and then looks at the screen sees it there."""
+        clock = self.banner.get_frame_clock()
+        if clock is None:  # not on screen: nothing to wait for
+            self.banner.get_accessible().set_description(kind)
+            return
+        handler = 0
+
+        def painted(_clock: object) -> None:
+            clock.disconnect(handler)
+            self.banner.get_accessible().set_description(kind)
+
+        handler = clock.connect("after-paint", painted)
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,149 @@
+"""The remote_display substrate end to end: MockMed's GTK client on a real Xvnc, seen
+and driven through its VNC channel alone (pixels in, pointer and keys out), scored by
+the real CLI at concurrency 1 and 8, its framebuffer evidence checked by verify; and
+nothing of it survives a SIGKILLed harness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from effectbench_mockmed.anchor import PINNED
+from effectbench_mockmed.packs_substrates import SUBSTRATE_TASKS, MockMedSubstratesProvider
+from effectbench_mockmed.remote.driver import RemoteFormDriver
+from substrate_runs import killed_run_survivors, outcomes, rate
+
+from effectbench.agents.reference import system_python
+from effectbench.core.model import Substrate, trial_params
+from effectbench.core.provider import Telemetry
+from effectbench.displays.vnc import VNC_CHANNEL, VncChannel
+from effectbench.testing import run_cli
+from effectbench.verify import verify_run
+
+REMOTE_TASKS = "mockmed-substrates::remote_display::*"
+TRIALS = 2
+"""MockMed is deterministic: each trial of a mode has the same outcome, so two trials
+hold every mode's outcome and the pinned rates scale (bench/substrates.py runs 10)."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _task(mode: str) -> Any:
+    return next(
+        t
+        for t in SUBSTRATE_TASKS
+        if t.substrate is Substrate.REMOTE_DISPLAY and t.fixture["mode"] == mode
+    )
+
+
+@pytest.mark.anyio
+async def test_the_arm_gets_only_vnc_and_the_pixels_driver_reads_the_banner(
+    tmp_path: Path,
+) -> None:
+    provider = MockMedSubstratesProvider(tmp_root=tmp_path)
+    await provider.start()
+    try:
+        task = _task("session")
+        episode = await provider.provision(task, 0, trial_params(task, 0))
+        try:
+            assert set(episode.env.channels) == {VNC_CHANNEL}  # no URL, no tree, no page
+            channel = VncChannel.from_channels(episode.env.channels)
+            assert channel is not None and channel.host == "127.0.0.1"
+            telemetry = Telemetry()
+            driver = RemoteFormDriver(channel, telemetry)
+            values = {"patient_id": "p2", "type": "Triage", "note": "typed over VNC", "key": "k-1"}
+            shown = await driver.submit(values)
+            # the session mode's banner, read off the framebuffer: red, and its words
+            assert not shown.screen_says_saved
+            assert "session expired" in shown.message.casefold()
+            assert [s.label for s in telemetry.screenshots] == ["filled form", "after save"]
+            assert all(s.png.startswith(b"\x89PNG") for s in telemetry.screenshots)
+        finally:
+            await episode.teardown()
+    finally:
+        await provider.stop()
+
+
+def _run(out: Path, concurrency: int) -> dict[str, Any]:
+    proc = run_cli(
+        "run", "--provider", "mockmed-substrates", "--task", REMOTE_TASKS,
+        "--arm", "screen_only", "--arm", "effect_verified", "--trials", str(TRIALS),
+        "--concurrency", str(concurrency), "--out", str(out), "--no-report",
+        cwd=out.parent, timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    metrics: dict[str, Any] = orjson.loads((out / "metrics.json").read_bytes())
+    return metrics
+
+
+def _scaled(count: int) -> tuple[int, int]:
+    """A pinned count of 90 episodes (10 trials) for this test's trials."""
+    return count * TRIALS // 10, 9 * TRIALS
+
+
+@pytest.mark.timeout(900)
+def test_the_remote_display_anchor_reproduces_the_pinned_figures_at_1_and_8(
+    tmp_path: Path,
+) -> None:
+    one = _run(tmp_path / "c1", 1)
+    eight = _run(tmp_path / "c8", 8)
+    so_pinned, ev_pinned = PINNED["screen_only"], PINNED["effect_verified"]
+    for metrics in (one, eight):
+        so, ev = metrics["arms"]["screen_only"], metrics["arms"]["effect_verified"]
+        assert rate(so["swer"]) == _scaled(so_pinned.swer) == _scaled(50)
+        assert rate(so["swer_wrong_write"]) == _scaled(40)
+        assert rate(so["swer_phantom"]) == _scaled(10)
+        assert rate(so["screen_success"]) == _scaled(so_pinned.screen_success)
+        assert rate(ev["swer"]) == _scaled(0)
+        assert rate(ev["task_success"]) == _scaled(ev_pinned.task_success)
+        assert {c["substrate"] for c in so["cells"]} == {"remote_display"}
+        assert not any(so["failure_counts"].values()) and not any(ev["failure_counts"].values())
+    assert outcomes(one) == outcomes(eight)
+
+    # the framebuffer evidence: every episode's screens stored by hash, checked by verify
+    run = tmp_path / "c8"
+    events = [orjson.loads(line) for line in (run / "events.jsonl").read_bytes().splitlines()]
+    shots = [e["data"] for e in events if e["type"] == "episode.screenshot"]
+    assert len(shots) == 2 * 2 * 9 * TRIALS  # two screens per episode
+    assert all((run / s["path"]).read_bytes().startswith(b"\x89PNG") for s in shots)
+    assert verify_run(run).ok
+    edited = run / shots[0]["path"]
+    edited.write_bytes(edited.read_bytes()[:-8] + b"\0" * 8)
+    assert not verify_run(run).ok
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_run_leaves_no_vnc_server_bus_or_client(tmp_path: Path) -> None:
+    assert killed_run_survivors(tmp_path, REMOTE_TASKS, ("Xvnc", "dbus-daemon")) == []
+
+
+@pytest.mark.timeout(300)
+def test_a_protocol_agent_gets_its_framebuffer_as_evidence(tmp_path: Path) -> None:
+    """The harness's camera captures the agent's display over its own socket: the
+    image the agent is answered with is the one logged and verified."""
+    agent = Path(__file__).parents[1] / "agents" / "vnc_screenshot_agent.py"
+    out = tmp_path / "run"
+    proc = run_cli(
+        "run", "--provider", "mockmed-substrates",
+        "--task", "mockmed-substrates::remote_display::ok",
+        "--arm", f"exec-each:{system_python()} {agent}", "--trials", "1",
+        "--out", str(out), "--no-report", "--min-coverage", "0",
+        cwd=tmp_path, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stderr
+    events = [orjson.loads(line) for line in (out / "events.jsonl").read_bytes().splitlines()]
+    reported = next(e["data"] for e in events if e["type"] == "episode.reported")
+    found = orjson.loads(reported["message"])
+    assert found["greeting"] == "RFB 003.008\n"
+    answer = found["answer"]
+    assert answer["ok"] and answer["label"] == "agent: my screen" and answer["kept"]
+    assert answer["checked"] == {"sha256": answer["sha256"], "width": 1024, "height": 720}
+    shots = [e["data"] for e in events if e["type"] == "episode.screenshot"]
+    assert answer["sha256"] in {s["sha256"] for s in shots}
+    assert {"agent: my screen", "at report"} <= {s["label"] for s in shots}
+    assert verify_run(out).ok
