@@ -20,3 +20,9 @@ def results_by_mode(run_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
 def log_events(run_dir: Path) -> list[dict[str, Any]]:
     """Every line of events.jsonl, parsed."""
     return [orjson.loads(line) for line in (run_dir / "events.jsonl").read_bytes().splitlines()]
+
+
+def labels(run_dir: Path) -> dict[tuple[str, str], tuple[str, str]]:
+    """``(task_id, arm) -> (true_state, outcome)`` of every episode in results.jsonl."""
+    rows = [orjson.loads(x) for x in (run_dir / "results.jsonl").read_bytes().splitlines()]
+    return {(r["task_id"], r["arm"]): (r["true_state"], r["outcome"]) for r in rows}

@@ -8,8 +8,8 @@ the redirect and read the flash message. Neither holds a path to the database.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final, TypeAlias
 
 import aiohttp
 
@@ -17,7 +17,7 @@ from effectbench.model import JSONScalar, Row, Snapshot
 from effectbench.provider import ProductResponse, Telemetry
 from effectbench_ihatemoney.pages import Form, bill_lines, flash, forms, members
 
-__all__ = ["TARGET", "LedgerDriver", "LedgerReadback", "Session"]
+__all__ = ["TARGET", "LedgerDriver", "LedgerReadback", "Session", "read_pages"]
 
 TARGET: Final = "@target"
 """The solution key naming the form: ``add``, ``edit/<bill>`` or ``members/add``, below
@@ -173,33 +173,42 @@ class LedgerReadback:
             return Snapshot.unreadable(f"readback failed: {type(exc).__name__}: {exc}")
 
     async def _read(self) -> Snapshot:
-        http = self._http
-        await http.sign_in()
-        status, page = await http.page(http.base)
-        if status != 200:
-            return Snapshot.unreadable(f"the bill list answered HTTP {status}")
-        people: list[Row] = [
-            {
-                "id": m.person_id,
-                "project_id": http.project,  # the project's own page lists them
-                "name": m.name,
-                "weight": m.weight,
-                "activated": int(m.activated),
-            }
-            for m in members(page)
-        ]
-        bills: list[Row] = []
-        owers: list[Row] = []
-        for line in sorted(bill_lines(page), key=lambda b: b.bill_id):
-            status, edit = await http.page(f"{http.base}edit/{line.bill_id}")
-            form = _form_with(forms(edit), "what")
-            if status != 200 or form is None:
-                return Snapshot.unreadable(f"bill {line.bill_id} answered HTTP {status}")
-            row, paid_for = bill_row(line.bill_id, form, line.shown_amount)
-            bills.append(row)
-            owers += [{"bill_id": line.bill_id, "person_id": p} for p in paid_for]
-        tables = {"bill": tuple(bills), "billowers": tuple(owers), "person": tuple(people)}
-        return Snapshot(readable=True, tables=tables)
+        await self._http.sign_in()
+        return await read_pages(self._http.page, self._http.base, self._http.project)
+
+
+Fetch: TypeAlias = Callable[[str], Awaitable[tuple[int, str]]]
+"""A page by URL: its status and HTML (over HTTP, or as a browser shows it)."""
+
+
+async def read_pages(fetch: Fetch, base: str, project: str) -> Snapshot:
+    """The bill list and sidebar at ``base``, then each bill's edit form, as rows shaped
+    like the database's; the HTTP readback and the browser's read the same pages."""
+    status, page = await fetch(base)
+    if status != 200:
+        return Snapshot.unreadable(f"the bill list answered HTTP {status}")
+    people: list[Row] = [
+        {
+            "id": m.person_id,
+            "project_id": project,  # the project's own page lists them
+            "name": m.name,
+            "weight": m.weight,
+            "activated": int(m.activated),
+        }
+        for m in members(page)
+    ]
+    bills: list[Row] = []
+    owers: list[Row] = []
+    for line in sorted(bill_lines(page), key=lambda b: b.bill_id):
+        status, edit = await fetch(f"{base}edit/{line.bill_id}")
+        form = _form_with(forms(edit), "what")
+        if status != 200 or form is None:
+            return Snapshot.unreadable(f"bill {line.bill_id} answered HTTP {status}")
+        row, paid_for = bill_row(line.bill_id, form, line.shown_amount)
+        bills.append(row)
+        owers += [{"bill_id": line.bill_id, "person_id": p} for p in paid_for]
+    tables = {"bill": tuple(bills), "billowers": tuple(owers), "person": tuple(people)}
+    return Snapshot(readable=True, tables=tables)
 
 
 def bill_row(bill_id: int, form: Form, shown_amount: float | None) -> tuple[Row, list[int]]:

@@ -155,6 +155,7 @@ class IHateMoneyProvider:
             raise RuntimeError(
                 "IHateMoneyProvider.provision() before start(): call await provider.start() first"
             )
+        from effectbench_ihatemoney.browser import LedgerBrowserDriver
         from effectbench_ihatemoney.client import LedgerDriver, LedgerReadback
 
         episode = _Episode(served.root, task)
@@ -173,6 +174,7 @@ class IHateMoneyProvider:
                 telemetry=telemetry,
                 driver=LedgerDriver(http, telemetry),
                 verifier=LedgerReadback(http),
+                browser_driver=LedgerBrowserDriver(http.site, PROJECT, PROJECT_PASSWORD),
             ),
             oracle=SqliteAllTablesOracle(ledger.db, scope=SnapshotScope.of(task.expected_effect)),
             teardown=teardown,

@@ -11,6 +11,7 @@ import pytest
 from effectbench_ihatemoney import IHateMoneyProvider
 from effectbench_ihatemoney.pages import bill_lines, flash, forms, members
 from effectbench_ihatemoney.tasks import TASKS, task_id
+from run_files import labels
 
 from effectbench.api import evaluate_provider_async
 from effectbench.arms.baselines import EffectVerifiedArm, ScreenOnlyArm
@@ -170,8 +171,7 @@ async def test_faults_and_the_defence_through_the_scheduler(tmp_path: Path) -> N
         task_globs=chosen,
         out=tmp_path / "run",
     )
-    rows = [orjson.loads(x) for x in (result.run_dir / "results.jsonl").read_bytes().splitlines()]
-    got = {(r["task_id"], r["arm"]): (r["true_state"], r["outcome"]) for r in rows}
+    got = labels(result.run_dir)
     assert got[(chosen[0], "screen_only")] == ("WRONG_PERSISTED", "SILENT_WRONG_EFFECT")
     assert got[(chosen[0], "effect_verified")] == ("WRONG_PERSISTED", "WRONG_ACTION")
     assert got[(chosen[1], "screen_only")] == ("ABSENT", "SILENT_WRONG_EFFECT")
