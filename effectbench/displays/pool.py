@@ -44,7 +44,9 @@ class DisplayPool:
         vnc: bool = False,
     ) -> None:
         """``grow``: when every display is lent, ``episode()`` starts one more instead of
-        waiting (for an owner that does not know its concurrency, such as a provider)."""
+        waiting (for an owner that does not know its concurrency, such as a provider),
+        and a display an episode gave back is stopped and started again only when it is
+        next lent, so nothing of a display runs between its episodes."""
         if displays < 1:
             raise ValueError(f"a display pool needs at least one display, got {displays}")
         self._size = displays
@@ -133,6 +135,9 @@ class DisplayPool:
         await server.stop()
         if server not in self._servers:
             return  # the pool was stopped meanwhile
+        if self._grow:  # started again when next lent: nothing of it runs between episodes
+            self._free_send.send_nowait(server)
+            return
         try:
             await server.start()
         except Exception as exc:  # noqa: BLE001 - the next episode() starts it again, or says why

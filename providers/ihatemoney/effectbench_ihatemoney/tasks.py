@@ -332,7 +332,7 @@ JOBS: Final[tuple[Job, ...]] = (
         ),
         ("ok", "partial_weight", "phantom_member"),
         {"name": "Dave {tag}"},
-        {"weight": 1.0},
+        {"name": "Dave"},  # a flatmate of the same first name
     ),
 )
 

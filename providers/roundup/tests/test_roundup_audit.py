@@ -6,19 +6,15 @@ caught, and no claim uses MockMed's words."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import orjson
+from audit_writes import attack_writes
 from effectbench_roundup.tasks import PRIORITIES, STATUSES, VALUES
 
 from effectbench.testing import run_cli
 
 TASKS = ("roundup::nocsrf::priority::ok", "roundup::nocsrf::status::ok")
 MOCKMED_WORDS = ("encounter", "patient", "chart", "visit")
-
-
-def _events(run: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in (run / "events.jsonl").read_bytes().splitlines()]
 
 
 def test_wrong_value_and_wrong_target_write_real_values_and_are_caught(tmp_path: Path) -> None:
@@ -33,12 +29,7 @@ def test_wrong_value_and_wrong_target_write_real_values_and_are_caught(tmp_path:
     notes = [n for t in report["tasks"] for n in t["notes"]]
     assert not [n for n in notes if "not exercised" in n], notes
 
-    wrote: dict[tuple[str, str], tuple[str, object]] = {}
-    for e in _events(out):
-        detail = e["data"].get("detail") if e["type"] == "episode.action" else None
-        if isinstance(detail, dict) and detail.get("wrote") and "field" in detail:
-            arm, _, rest = str(e["ep"]).partition("::")
-            wrote[(arm, rest.rpartition("::t")[0])] = (str(detail["field"]), detail["value"])
+    wrote = attack_writes(out)
     priority, status = TASKS
     assert wrote[("wrong_value_2", priority)] == ("priority", "urgent")  # not critical-x
     assert wrote[("wrong_value_2", status)] == ("status", "unread")  # not in-progress-x
