@@ -128,3 +128,24 @@ def test_the_desktop_anchor_reproduces_the_pinned_figures_at_1_and_8(tmp_path: P
 @pytest.mark.timeout(180)
 def test_a_killed_run_leaves_no_display_bus_or_desktop_client(tmp_path: Path) -> None:
     assert killed_run_survivors(tmp_path, DESKTOP_TASKS, DISPLAY_PROCESSES) == []
+
+
+@pytest.mark.anyio
+async def test_an_interpreter_without_gtk_gets_one_line_saying_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from effectbench_mockmed import packs_substrates
+
+    monkeypatch.setattr(packs_substrates, "SYSTEM_PYTHON", sys.executable)  # no gi in it
+    provider = MockMedSubstratesProvider(tmp_root=tmp_path)
+    await provider.start()
+    try:
+        task = _task("ok")
+        with pytest.raises(packs_substrates.DesktopUnavailable) as caught:
+            await provider.provision(task, 0, trial_params(task, 0))
+    finally:
+        await provider.stop()
+    message = str(caught.value)
+    assert "\n" not in message and "apt-get install python3-gi gir1.2-gtk-3.0" in message
