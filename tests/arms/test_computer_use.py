@@ -154,7 +154,10 @@ def test_the_token_budget_stops_a_turn_before_its_actions_run(run: dict[str, Any
     """Budget 1500: the first answer costs ~1200 tokens (its image counts 1000), the
     second, with two images, crosses it, so the Save it asks for is never clicked."""
     rows = run["rows"]["cu_tokens"]
-    assert all(r["reported_success"] is False for r in rows.values())
+    # an episode that failed (no report: None) is named with its failure, not just counted
+    odd = {m: (r["reported_success"], r.get("failure_class"), r.get("verdict_reasons"))
+           for m, r in rows.items() if r["reported_success"] is not False}  # fmt: skip
+    assert not odd, odd
     assert all(r["true_state"] == "ABSENT" for r in rows.values())  # nothing was saved
     by_ep: dict[str, list[dict[str, Any]]] = {}
     for e in run["events"]:
