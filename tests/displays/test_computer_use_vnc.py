@@ -9,9 +9,6 @@ on the remote window, which the test then reads back from pixels.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import orjson
 import pytest
 
@@ -20,36 +17,12 @@ from effectbench.arms.computer_use.vnc_screen import combo_keysyms
 from effectbench.core.arm import TaskView
 from effectbench.core.model import Substrate
 from effectbench.core.provider import EnvHandle, Telemetry
-from effectbench.displays import DisplayPool
 from effectbench.displays.pixels import Screen
-from effectbench.displays.rfb import open_rfb
-from effectbench.displays.vnc import VncChannel, serve_vnc
+from effectbench.displays.vnc import VncChannel
 from effectbench.serve import LocalServer
 from effectbench.testing.computer_use import Sight, StandIn
 
 pytestmark = pytest.mark.anyio
-
-FORM = Path(__file__).with_name("gtk_form.py")
-SYSTEM_PYTHON = "/usr/bin/python3"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def remote() -> AsyncIterator[tuple[VncChannel, Screen]]:
-    """The window on a display served over VNC, and the test's own pixels-only view of it."""
-    pool = DisplayPool(displays=1, vnc=True)
-    await pool.start()
-    try:
-        async with pool.episode() as display, serve_vnc(display) as channel:
-            pool.launch(display, [SYSTEM_PYTHON, str(FORM), "Triage note"])
-            async with open_rfb(channel.password, host=channel.host, port=channel.port) as rfb:
-                yield channel, Screen(rfb)
-    finally:
-        await pool.stop()
 
 
 def test_chords_become_keysyms_modifiers_first() -> None:
@@ -62,9 +35,9 @@ def test_chords_become_keysyms_modifiers_first() -> None:
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
 async def test_the_arm_sees_the_framebuffer_and_acts_on_the_remote_window(
-    remote: tuple[VncChannel, Screen], wire: str
+    remote_form: tuple[VncChannel, Screen], wire: str
 ) -> None:
-    channel, view = remote
+    channel, view = remote_form
     label = await view.wait_for("Triage note", timeout_s=30)
     save = (await view.read()).find("Save")
     assert save is not None

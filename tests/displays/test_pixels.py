@@ -3,40 +3,18 @@ its entry and its button, type, and read the result, from the framebuffer alone.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
-from effectbench.displays import DisplayPool
 from effectbench.displays.frame import Box
 from effectbench.displays.pixels import NotOnScreen, Screen, find_template
-from effectbench.displays.rfb import open_rfb
-from effectbench.displays.vnc import serve_vnc
+from effectbench.displays.vnc import VncChannel
 
 pytestmark = pytest.mark.anyio
 
-FORM = Path(__file__).with_name("gtk_form.py")
-SYSTEM_PYTHON = "/usr/bin/python3"
-"""The interpreter python3-gi is installed for (not the harness's venv)."""
-
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def screen() -> AsyncIterator[Screen]:
-    pool = DisplayPool(displays=1, vnc=True)
-    await pool.start()
-    try:
-        async with pool.episode() as display, serve_vnc(display) as channel:
-            pool.launch(display, [SYSTEM_PYTHON, str(FORM), "Triage note"])
-            async with open_rfb(channel.password, host=channel.host, port=channel.port) as rfb:
-                yield Screen(rfb)
-    finally:
-        await pool.stop()
+def screen(remote_form: tuple[VncChannel, Screen]) -> Screen:
+    return remote_form[1]
 
 
 async def test_read_click_type_and_read_the_result(screen: Screen) -> None:

@@ -52,6 +52,23 @@ def _ok(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Complete
     return proc
 
 
+def _lint(out: Path) -> None:
+    """The generated code is lint-clean as written (isort sections, pyflakes, pycodestyle)."""
+    _ok(
+        [
+            str(RUFF),
+            "check",
+            "--isolated",
+            "--select",
+            "E,F,W,I,B,UP,RUF022",
+            "--line-length",
+            "120",
+            ".",
+        ],
+        out,
+    )
+
+
 def _new(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return run_cli("new", "provider", *args, cwd=cwd, env=_env(), timeout=60)
 
@@ -160,20 +177,7 @@ def test_generated_packages_install_and_pass_their_tests_run_and_audit(tmp_path:
         proc = _new(name, *flags, "--out", str(out), cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         packages[name] = out
-        # the generated code is lint-clean as written (isort sections, pyflakes, pycodestyle)
-        _ok(
-            [
-                str(RUFF),
-                "check",
-                "--isolated",
-                "--select",
-                "E,F,W,I,B,UP,RUF022",
-                "--line-length",
-                "120",
-                ".",
-            ],
-            out,
-        )
+        _lint(out)
 
     venv = tmp_path / "venv"
     _ok(["make", f"VENV={os.path.relpath(venv, ROOT)}", "setup"], ROOT)
@@ -218,22 +222,6 @@ def test_the_product_kit_names_the_two_modules_an_author_changes(tmp_path: Path)
 
 ROUNDUP_KIT = Path(__file__).with_name("roundup_kit")
 """What an author writes to wrap stock Roundup with the kit: its ``product.py`` and ``tasks.py``."""
-
-
-def _lint(out: Path) -> None:
-    _ok(
-        [
-            str(RUFF),
-            "check",
-            "--isolated",
-            "--select",
-            "E,F,W,I,B,UP,RUF022",
-            "--line-length",
-            "120",
-            ".",
-        ],
-        out,
-    )
 
 
 # The package tests start a product process per episode, and each runs `effectbench run`
