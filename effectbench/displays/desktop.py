@@ -25,7 +25,7 @@ from effectbench.displays.atspi import AccessibilityBus, Node
 from effectbench.displays.pool import DisplayPool
 from effectbench.displays.server import Display, DisplayStartError, read_line
 
-__all__ = ["DESKTOP_CHANNEL", "DesktopApp", "DesktopChannel"]
+__all__ = ["DESKTOP_CHANNEL", "DesktopApp", "DesktopChannel", "exited", "start_client"]
 
 DESKTOP_CHANNEL: Final = "desktop"
 """The channel key: JSON ``{"display", "a11y_bus", "application", "pid"}``."""
@@ -34,6 +34,35 @@ READY_TIMEOUT_S: Final = 20.0
 POLL_S: Final = 0.005
 """How often the registry is asked whether a just-started client has registered (it
 does so while its toolkit starts, so this is rarely asked twice)."""
+
+
+async def start_client(
+    pool: DisplayPool,
+    display: Display,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` on ``display`` with the number of a pipe appended, once the client
+    wrote a line on it (it is ready: its window is up). The client dies with the episode,
+    with the pool's ``stop()`` and with the harness."""
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = pool.launch(display, [*argv, str(write_fd)], env=env, keep=write_fd)
+        os.close(write_fd)
+        write_fd = -1
+        await read_line(read_fd, f"the desktop client {argv[0]}")
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+    return proc
+
+
+def exited(proc: subprocess.Popen[bytes]) -> str | None:
+    """Why a client is no longer there, or None while it runs."""
+    code = proc.poll()
+    return None if code is None else f"the desktop client exited with code {code}"
 
 
 class DesktopApp:
@@ -62,16 +91,7 @@ class DesktopApp:
             raise DisplayStartError(
                 "this display has no accessibility bus: as root, apt-get install at-spi2-core"
             )
-        read_fd, write_fd = os.pipe()
-        try:
-            proc = pool.launch(display, [*argv, str(write_fd)], env=env, keep=write_fd)
-            os.close(write_fd)
-            write_fd = -1
-            await read_line(read_fd, f"the desktop client {argv[0]}")
-        finally:
-            os.close(read_fd)
-            if write_fd >= 0:
-                os.close(write_fd)
+        proc = await start_client(pool, display, argv, env=env)
         bus = await AccessibilityBus(display.a11y_bus).connect()
         try:
             app = await _registered(bus, proc)
@@ -103,8 +123,7 @@ class DesktopApp:
 
     def gone(self) -> str | None:
         """Why the client is no longer there, or None while it runs."""
-        code = self.proc.poll()
-        return None if code is None else f"the desktop client exited with code {code}"
+        return exited(self.proc)
 
     async def close(self) -> None:
         """Close the bus connection (the client itself dies with its display)."""

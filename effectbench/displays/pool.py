@@ -42,17 +42,24 @@ class DisplayPool:
         tmp_dir: Path | None = None,
         grow: bool = False,
         vnc: bool = False,
+        accessibility: bool = True,
     ) -> None:
         """``grow``: when every display is lent, ``episode()`` starts one more instead of
         waiting (for an owner that does not know its concurrency, such as a provider),
         and a display an episode gave back is stopped and started again only when it is
-        next lent, so nothing of a display runs between its episodes."""
+        next lent, so nothing of a display runs between its episodes.
+
+        ``accessibility``: give each display its accessibility bus and registry (where
+        at-spi2-core is installed). False for a display an arm may only see as pixels
+        (remote_display): no tree exists to leak, and a display costs two processes
+        less (docs/performance.md, "remote_display")."""
         if displays < 1:
             raise ValueError(f"a display pool needs at least one display, got {displays}")
         self._size = displays
         self._geometry = geometry
         self._vnc = vnc
         """Serve each display over VNC (Xvnc in Xvfb's place; displays/server.py)."""
+        self._accessibility = accessibility
         self._tmp_dir = tmp_dir
         self._grow = grow
         self._tools: DisplayTools | None = None
@@ -69,10 +76,7 @@ class DisplayPool:
         tools = self._tools = find_tools()
         if self._vnc:
             vnc_tools(tools)  # missing: one line before anything starts
-        self._servers = [
-            DisplayServer(tools, self._geometry, self._tmp_dir, vnc=self._vnc)
-            for _ in range(self._size)
-        ]
+        self._servers = [self._server(tools) for _ in range(self._size)]
         failures: list[Exception] = []
         try:
             async with anyio.create_task_group() as group:
@@ -126,10 +130,15 @@ class DisplayPool:
             try:
                 return self._free.receive_nowait()
             except anyio.WouldBlock:
-                server = DisplayServer(self._tools, self._geometry, self._tmp_dir, vnc=self._vnc)
+                server = self._server(self._tools)
                 self._servers.append(server)
                 return server
         return await self._free.receive()
+
+    def _server(self, tools: DisplayTools) -> DisplayServer:
+        return DisplayServer(
+            tools, self._geometry, self._tmp_dir, vnc=self._vnc, accessibility=self._accessibility
+        )
 
     async def _reset(self, server: DisplayServer) -> None:
         await server.stop()

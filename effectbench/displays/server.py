@@ -40,6 +40,9 @@ __all__ = ["Display", "DisplayServer", "DisplayStartError", "VncServer", "read_l
 
 A11Y_BUS_VARIABLE: Final = "AT_SPI_BUS_ADDRESS"
 """Set for the programs on a display (never read from ours): where the a11y bus listens."""
+NO_BRIDGE_VARIABLE: Final = "NO_AT_BRIDGE"
+"""Set for the programs on a display without an accessibility bus: GTK then loads no
+AT-SPI bridge (which would look for a bus on the session bus, and find none)."""
 START_TIMEOUT_S: Final = 20.0
 STOP_TIMEOUT_S: Final = 5.0
 SOCKET_DIR_MAX: Final = 107 - len("/effectbench-display-12345678/accessibility")
@@ -91,7 +94,8 @@ class Display:
     x_socket: Path
     session_bus: str
     a11y_bus: str | None
-    """None where at-spi2-core is not installed."""
+    """None where at-spi2-core is not installed, or the pool runs its displays without
+    accessibility (a remote display: pixels only)."""
     vnc: VncServer | None = None
     """The display's VNC server; None unless the pool serves its displays over VNC."""
 
@@ -105,6 +109,8 @@ class Display:
         env = {"DISPLAY": self.name, "DBUS_SESSION_BUS_ADDRESS": self.session_bus}
         if self.a11y_bus is not None:
             env[A11Y_BUS_VARIABLE] = self.a11y_bus
+        else:
+            env[NO_BRIDGE_VARIABLE] = "1"
         return env
 
 
@@ -113,11 +119,18 @@ class DisplayServer:
     dies with it. Every file it writes is under its own temporary directory."""
 
     def __init__(
-        self, tools: DisplayTools, geometry: str, tmp_dir: Path | None, *, vnc: bool = False
+        self,
+        tools: DisplayTools,
+        geometry: str,
+        tmp_dir: Path | None,
+        *,
+        vnc: bool = False,
+        accessibility: bool = True,
     ) -> None:
         self._tools = tools
         self._geometry = geometry
         self._vnc = vnc
+        self._accessibility = accessibility and tools.registry is not None
         self._tmp_dir = tmp_dir
         self._dir: Path | None = None
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -156,7 +169,7 @@ class DisplayServer:
         session = await self._bus("session", directory, env)
         env["DBUS_SESSION_BUS_ADDRESS"] = session  # never an autolaunched one
         a11y = None
-        if self._tools.registry is not None:
+        if self._accessibility and self._tools.registry is not None:
             a11y = await self._bus("accessibility", directory, env)
             registry_env = {**env, A11Y_BUS_VARIABLE: a11y}
             await self._start_registry(self._tools.registry, directory, registry_env)

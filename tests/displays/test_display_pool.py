@@ -76,6 +76,22 @@ async def test_a_reset_kills_the_clients_and_clears_the_display() -> None:
         await pool.stop()
 
 
+async def test_a_pool_without_accessibility_runs_no_a11y_bus_or_registry() -> None:
+    """A pixels-only display (remote_display's): its X server and session bus, and no
+    accessibility bus or registry; its clients are told to load no AT-SPI bridge."""
+    pool = DisplayPool(displays=1, accessibility=False)
+    await pool.start()
+    try:
+        async with pool.episode() as display:
+            assert display.a11y_bus is None
+            assert sorted(_comm(p) for p in _ours()) == ["Xvfb", "dbus-daemon"]
+            await anyio.to_thread.run_sync(_ping, display.session_bus)
+            assert display.environment()["NO_AT_BRIDGE"] == "1"
+            assert "AT_SPI_BUS" not in await anyio.to_thread.run_sync(_root_properties, display)
+    finally:
+        await pool.stop()
+
+
 def _xdpyinfo(display: Display) -> str:
     return subprocess.run(
         ["xdpyinfo"], env={**os.environ, **display.environment()},

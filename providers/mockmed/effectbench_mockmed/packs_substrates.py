@@ -19,6 +19,7 @@ substrate. Pinned figures are the anchor's on each substrate (``anchor.PINNED``)
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Final
@@ -28,7 +29,7 @@ import attrs
 
 from effectbench.displays import DisplayPool, DisplaysUnavailable
 from effectbench.displays.camera import FramebufferCamera
-from effectbench.displays.desktop import DesktopApp
+from effectbench.displays.desktop import DesktopApp, exited, start_client
 from effectbench.displays.vnc import VncEndpoint
 from effectbench.model import Substrate, TaskSpec
 from effectbench.provider import EnvHandle, ProductDriver, ProvisionedEpisode
@@ -140,7 +141,8 @@ class MockMedSubstratesProvider(MockMedProvider):
         async with self._displays_lock:
             if vnc not in self._displays:
                 await _check_gtk()
-                pool = DisplayPool(displays=1, grow=True, vnc=vnc)
+                # A remote display is pixels only: no accessibility bus or registry.
+                pool = DisplayPool(displays=1, grow=True, vnc=vnc, accessibility=not vnc)
                 await pool.start()
                 self._displays[vnc] = pool
             return self._displays[vnc]
@@ -163,23 +165,25 @@ class MockMedSubstratesProvider(MockMedProvider):
         try:
             display = await stack.enter_async_context(pool.episode())
             argv = [SYSTEM_PYTHON, "-I", "-S", str(CLIENT), web.channels["base_url"]]
-            app = await DesktopApp.launch(pool, display, argv)
-            stack.push_async_callback(app.close)
-            if vnc:
+            channels = {k: v for k, v in web.channels.items() if k != "base_url"}
+            driver: ProductDriver
+            if vnc:  # pixels only: the display has no accessibility bus to register on
+                client = await start_client(pool, display, argv)
                 door = VncEndpoint(display)
                 stack.push_async_callback(door.aclose)
                 endpoint = await door.start()
+                channels.update(endpoint.channels())
+                driver = RemoteFormDriver(endpoint, web.telemetry)
+            else:
+                app = await DesktopApp.launch(pool, display, argv)
+                stack.push_async_callback(app.close)
+                client = app.proc
+                channels.update(app.channel().channels())
+                driver = DesktopFormDriver(app, web.telemetry)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
             raise
-        channels = {k: v for k, v in web.channels.items() if k != "base_url"}
-        if vnc:
-            channels.update(endpoint.channels())
-            driver: ProductDriver = RemoteFormDriver(endpoint, web.telemetry)
-        else:
-            channels.update(app.channel().channels())
-            driver = DesktopFormDriver(app, web.telemetry)
         camera = None
         if display.vnc is not None:  # the harness's own screenshots for protocol agents
             camera = FramebufferCamera(display.vnc, *SCREEN)
@@ -198,7 +202,8 @@ class MockMedSubstratesProvider(MockMedProvider):
                 finally:
                     await episode.teardown()
 
-        return attrs.evolve(episode, env=env, teardown=_once(teardown), gone=app.gone)
+        gone = functools.partial(exited, client)
+        return attrs.evolve(episode, env=env, teardown=_once(teardown), gone=gone)
 
 
 async def _check_gtk() -> None:
