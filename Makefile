@@ -30,17 +30,20 @@ demo: setup
 # docs/performance.md), Node.js (a reference agent), npm (the Puppeteer example's
 # packages), bubblewrap (agent containment), and the display pool's Xvfb, D-Bus,
 # AT-SPI registry, gdbus (waits for it) and X utilities, TigerVNC's Xvnc and vncpasswd
-# (remote_display), tesseract (its OCR) and Debian's python3 with GTK 3 for MockMed's
-# desktop client (docs/substrates.md).
+# (remote_display), tesseract's English model (its OCR runs in-process through the
+# tesserocr wheel) and Debian's python3 with GTK 3 for MockMed's desktop client
+# (docs/substrates.md).
 # Installed when missing and root; otherwise the command to run is printed and make stops.
 SYSTEM_DEPS := chromium:chromium chromium-headless-shell:chromium-headless-shell node:nodejs npm:npm bwrap:bubblewrap unshare:util-linux \
 	Xvfb:xvfb dbus-daemon:dbus dbus-send:dbus /usr/libexec/at-spi2-registryd:at-spi2-core gdbus:libglib2.0-bin xprop:x11-utils xdpyinfo:x11-utils \
-	Xvnc:tigervnc-standalone-server vncpasswd:tigervnc-tools xmessage:x11-utils tesseract:tesseract-ocr
+	Xvnc:tigervnc-standalone-server vncpasswd:tigervnc-tools xmessage:x11-utils
+TESSDATA := /usr/share/tesseract-ocr/5/tessdata/eng.traineddata
 system-deps:
 	@missing=""; for pair in $(SYSTEM_DEPS); do \
 	    command -v "$${pair%%:*}" >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
 	/usr/bin/python3 -c "import gi; gi.require_version('Gtk', '3.0')" >/dev/null 2>&1 \
 	    || missing="$$missing python3-gi gir1.2-gtk-3.0"; \
+	[ -f $(TESSDATA) ] || missing="$$missing tesseract-ocr-eng"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \

@@ -118,16 +118,28 @@ def _installed(pattern: str, what: str, apt: str) -> Callable[[], Finding]:
     return probe
 
 
-def _at_spi() -> Finding:
-    places = ("/usr/libexec/at-spi-bus-launcher", "/usr/lib*/at-spi*/at-spi-bus-launcher")
-    found = (path for pattern in places for path in sorted(glob.glob(pattern)))
-    launcher = shutil.which("at-spi-bus-launcher") or next(found, None)
-    if launcher is not None:
-        return Finding(True, launcher)
-    return Finding(False, "no at-spi-bus-launcher: apt-get install at-spi2-core", "at-spi2-core")
+def _vnc_server() -> Finding:
+    """TigerVNC's Xvnc and vncpasswd: both, as the display pool needs them."""
+    from effectbench.displays.tools import VNC_PACKAGES
+
+    xvnc, vncpasswd = shutil.which("Xvnc"), shutil.which("vncpasswd")
+    if xvnc is not None and vncpasswd is not None:
+        return Finding(True, xvnc)
+    return Finding(
+        False, f"no Xvnc and vncpasswd on PATH: apt-get install {VNC_PACKAGES}", VNC_PACKAGES
+    )
 
 
-_DISPLAY: Final = "desktop agents (a virtual display)"
+def _ocr_model() -> Finding:
+    from effectbench.displays.ocr import OcrUnavailable, tessdata
+
+    try:
+        return Finding(True, str(tessdata() / "eng.traineddata"))
+    except OcrUnavailable as exc:
+        return Finding(False, str(exc), "tesseract-ocr-eng")
+
+
+_DISPLAY: Final = "desktop and remote_display tasks (a virtual display)"
 
 CHECKS: Final = (
     Check("default run", "effectbench run with no options", _default_run, required=True),
@@ -137,15 +149,19 @@ CHECKS: Final = (
     Check("bubblewrap", "--isolate (contained agents)", _bubblewrap),
     Check("PostgreSQL wheel", "mockmed-pg without --pg-dsn", _postgres_wheel),
     Check("Xvfb", _DISPLAY, _program("Xvfb", apt="xvfb")),
-    Check("VNC server", _DISPLAY, _program("x11vnc", "Xtigervnc", apt="x11vnc")),
+    Check("D-Bus", _DISPLAY, _program("dbus-daemon", apt="dbus")),
+    Check("VNC server", "remote_display tasks (TigerVNC's Xvnc)", _vnc_server),
     Check(
         "python3-gi",
-        _DISPLAY,
+        "MockMed's desktop client (GTK 3)",
         _installed("/usr/lib/python3/dist-packages/gi/__init__.py", "python3-gi", "python3-gi"),
     ),
-    Check("at-spi2-core", _DISPLAY, _at_spi),
-    Check("xdotool", _DISPLAY, _program("xdotool", apt="xdotool")),
-    Check("tesseract", _DISPLAY, _program("tesseract", apt="tesseract-ocr")),
+    Check(
+        "at-spi2-core",
+        "desktop tasks (the accessibility bus's registry)",
+        _installed("/usr/libexec/at-spi2-registryd", "at-spi2-registryd", "at-spi2-core"),
+    ),
+    Check("OCR model", "remote_display's pixel drivers (tesseract's English)", _ocr_model),
 )
 """Every check, in the order printed."""
 

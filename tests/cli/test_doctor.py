@@ -15,7 +15,7 @@ from effectbench.testing import run_cli
 
 CHECKED = {
     "default run", "Chromium", "Playwright", "Node.js", "bubblewrap", "PostgreSQL wheel",
-    "Xvfb", "VNC server", "python3-gi", "at-spi2-core", "xdotool", "tesseract",
+    "Xvfb", "D-Bus", "VNC server", "python3-gi", "at-spi2-core", "OCR model",
 }  # fmt: skip
 
 
@@ -37,8 +37,9 @@ def test_doctor_checks_every_piece_and_says_what_to_install(tmp_path: Path) -> N
     found = _by_name(rows)
     assert set(found) == CHECKED
     assert code == 0 and found["default run"]["ok"] is True
-    for name, apt in (("Node.js", "nodejs"), ("Xvfb", "xvfb"), ("xdotool", "xdotool"),
-                      ("tesseract", "tesseract-ocr"), ("bubblewrap", "bubblewrap")):  # fmt: skip
+    for name, apt in (("Node.js", "nodejs"), ("Xvfb", "xvfb"), ("D-Bus", "dbus"),
+                      ("VNC server", "tigervnc-standalone-server tigervnc-tools"),
+                      ("bubblewrap", "bubblewrap")):  # fmt: skip
         row = found[name]
         assert row["ok"] is False and row["apt"] == apt, row
         assert f"apt-get install {apt}" in str(row["detail"])
@@ -63,3 +64,20 @@ def test_doctor_exits_1_when_the_default_run_cannot_start(tmp_path: Path) -> Non
     table = run_cli("doctor", cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)})
     assert table.returncode == 1
     assert "the default run cannot start: fix the MISSING row above" in table.stdout
+
+
+def test_doctor_finds_what_the_substrates_run_here(tmp_path: Path) -> None:
+    """The display rows probe what a desktop or remote_display run uses (make test
+    installs all of it): Xvnc, the registry, tesseract's English model."""
+    _, rows = _doctor(tmp_path)
+    found = _by_name(rows)
+    for name in ("Xvfb", "D-Bus", "VNC server", "python3-gi", "at-spi2-core", "OCR model"):
+        assert found[name]["ok"] is True, found[name]
+    assert str(found["OCR model"]["detail"]).endswith("eng.traineddata")
+
+
+def test_doctor_names_the_ocr_model_package_when_the_model_is_missing(tmp_path: Path) -> None:
+    code, rows = _doctor(tmp_path, TESSDATA_PREFIX=str(tmp_path))
+    row = _by_name(rows)["OCR model"]
+    assert code == 0 and row["ok"] is False and row["apt"] == "tesseract-ocr-eng", row
+    assert "apt-get install tesseract-ocr-eng" in str(row["detail"])
