@@ -13,7 +13,9 @@ run a product for the harness, and did the same three things around their own co
   connections), then the server, then the run directory.
 
 ``ServedRun`` is that skeleton, ``LiveEpisodes`` the registry of episodes not yet torn
-down (so ``stop`` can end them), ``Released`` an episode whose teardown is one function.
+down (so ``stop`` can end them), ``Released`` an episode whose teardown is one function,
+and ``CurrentRun`` the guard around a provider's one run at a time (a second ``start``
+refused, ``stop`` safe to repeat, ``provision`` before ``start`` refused).
 ``ProductProcess`` is a product served by a process of its own (Roundup's
 ``roundup-server``, the ``--product`` scaffold's server): its command line on a free
 port, a readiness probe, death with the harness (``die_with_parent``) and a bounded stop.
@@ -41,6 +43,7 @@ from effectbench.serve import LocalServer
 
 __all__ = [
     "TOKEN_BYTES",
+    "CurrentRun",
     "Episodic",
     "LiveEpisodes",
     "PortTaken",
@@ -178,6 +181,53 @@ class ServedRun(Generic[E]):
                 await self.server.stop()
             if self.root is not None:
                 shutil.rmtree(self.root, ignore_errors=True)
+
+
+class CurrentRun(Generic[E]):
+    """A provider's run, one at a time: what ``start``, ``stop`` and ``provision`` guard.
+
+    ``owner`` names the provider in the errors (its class name). ``start`` refuses a
+    second start before ``stop``; ``stop`` ends the run and is a no-op without one, so a
+    second call is safe; ``started`` gives ``provision`` the run and its directory, or
+    refuses when the provider was not started. ``run`` is None outside a run."""
+
+    def __init__(self, owner: str) -> None:
+        self._owner = owner
+        self.run: ServedRun[E] | None = None
+
+    async def start(
+        self,
+        files: RunRoot | None,
+        *,
+        prepare: Callable[[Path], Awaitable[None]] | None = None,
+        app: Any = None,
+        label: str = "HTTP server",
+    ) -> ServedRun[E]:
+        """``ServedRun.start`` with these arguments, once until ``stop``."""
+        if self.run is not None:
+            raise RuntimeError(f"{self._owner}.start() called twice; call stop() first")
+        self.run = await ServedRun.start(files, prepare=prepare, app=app, label=label)
+        return self.run
+
+    async def stop(self, *, before_server: Teardown | None = None) -> None:
+        """``ServedRun.stop`` of the run, if there is one; idempotent."""
+        run, self.run = self.run, None
+        if run is not None:
+            await run.stop(before_server=before_server)
+
+    def started(self) -> tuple[ServedRun[E], Path]:
+        """The run and its directory, for ``provision``; a RuntimeError before ``start``
+        (or for a run started without a directory)."""
+        run = self.run
+        if run is None or run.root is None:
+            raise RuntimeError(
+                f"{self._owner}.provision() before start(): call await provider.start() first"
+            )
+        return run, run.root
+
+    def live(self) -> list[E]:
+        """The run's live episodes (none outside a run)."""
+        return [] if self.run is None else self.run.live.values()
 
 
 def free_port() -> int:

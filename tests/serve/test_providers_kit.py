@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from effectbench.core.statedir import RunRoot
-from effectbench.providers_kit import Released, ServedRun, episode_token
+from effectbench.providers_kit import CurrentRun, Released, ServedRun, episode_token
 
 
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -80,6 +80,42 @@ def test_a_start_that_fails_leaves_no_directory(tmp_path: Path) -> None:
     async def main() -> None:
         with pytest.raises(ValueError, match="would not build"):
             await ServedRun.start(RunRoot("kit", tmp_path), prepare=prepare, app=_app)
+
+    anyio.run(main)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_current_run_allows_one_start_until_stop_and_no_provision_outside_it(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        current: CurrentRun[Released] = CurrentRun("KitProvider")
+        with pytest.raises(RuntimeError, match=r"KitProvider\.provision\(\) before start\(\)"):
+            current.started()
+        await current.stop()  # nothing to stop: a no-op
+        assert current.live() == []
+
+        run = await current.start(RunRoot("kit", tmp_path))
+        with pytest.raises(RuntimeError, match=r"KitProvider\.start\(\) called twice"):
+            await current.start(RunRoot("kit", tmp_path))
+        started, root = current.started()
+        assert started is run and root == run.root and root.is_dir()
+        released: list[str] = []
+
+        async def release() -> None:
+            released.append("released")
+
+        run.live.add("ep", Released(release))
+        assert len(current.live()) == 1
+
+        await current.stop()
+        await current.stop()
+        assert released == ["released"] and not root.exists() and current.run is None
+        with pytest.raises(RuntimeError, match="before start"):
+            current.started()
+        again = await current.start(RunRoot("kit", tmp_path))  # stopped: it may start afresh
+        assert again.root is not None and again.root.is_dir() and again.root != root
+        await current.stop()
 
     anyio.run(main)
     assert list(tmp_path.iterdir()) == []

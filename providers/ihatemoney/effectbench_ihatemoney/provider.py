@@ -26,7 +26,7 @@ from effectbench.oracles.digest import SnapshotScope
 from effectbench.oracles.sqlite import SqliteAllTablesOracle
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import Alternatives, EnvHandle, ProvisionedEpisode, Telemetry
-from effectbench.providers_kit import Released, ServedRun
+from effectbench.providers_kit import CurrentRun, Released
 from effectbench_ihatemoney.ledger import Ledger, build_pristine
 from effectbench_ihatemoney.seed import PROJECT, PROJECT_PASSWORD
 from effectbench_ihatemoney.tasks import PLANT, TASKS
@@ -115,7 +115,7 @@ class IHateMoneyProvider:
     ) -> None:
         self._files = RunRoot("ihatemoney", tmp_root)
         self._http_timeout_s = http_timeout_s
-        self._served: ServedRun[_Episode] | None = None
+        self._current: CurrentRun[_Episode] = CurrentRun(type(self).__name__)
         self._starting = anyio.Semaphore(STARTS_AT_ONCE)
 
     def use_state_dir(self, path: Path) -> None:
@@ -129,36 +129,26 @@ class IHateMoneyProvider:
     @property
     def root(self) -> Path | None:
         """The run directory (its ``pristine`` ledger and the episodes' copies), once started."""
-        return None if self._served is None else self._served.root
+        return None if self._current.run is None else self._current.run.root
 
     def live_pids(self) -> list[int]:
         """The live episodes' server pids (for tests)."""
-        served = self._served
-        pids = [] if served is None else [e.ledger.server.pid for e in served.live.values()]
-        return [p for p in pids if p is not None]
+        return [p for e in self._current.live() if (p := e.ledger.server.pid) is not None]
 
     async def start(self) -> None:
-        if self._served is not None:
-            raise RuntimeError("IHateMoneyProvider.start() called twice; call stop() first")
-        self._served = await ServedRun.start(self._files, prepare=_seed_pristine)
+        await self._current.start(self._files, prepare=_seed_pristine)
 
     async def stop(self) -> None:
-        served, self._served = self._served, None
-        if served is not None:
-            await served.stop()
+        await self._current.stop()
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
     ) -> ProvisionedEpisode:
-        served = self._served
-        if served is None or served.root is None:
-            raise RuntimeError(
-                "IHateMoneyProvider.provision() before start(): call await provider.start() first"
-            )
+        served, root = self._current.started()
         from effectbench_ihatemoney.browser import LedgerBrowserDriver
         from effectbench_ihatemoney.client import LedgerDriver, LedgerReadback
 
-        episode = _Episode(served.root, task)
+        episode = _Episode(root, task)
         teardown = served.live.add(episode.ledger.home.name, episode)
         try:
             plant = params.get("what") if task.fixture.get(PLANT) else None

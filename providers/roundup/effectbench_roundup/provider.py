@@ -29,7 +29,7 @@ from effectbench.provider import (
     ProvisionedEpisode,
     Telemetry,
 )
-from effectbench.providers_kit import ServedRun
+from effectbench.providers_kit import CurrentRun
 from effectbench_roundup.tasks import TASKS
 from effectbench_roundup.tracker import NAME, Tracker, build_pristine
 
@@ -88,7 +88,7 @@ class RoundupProvider:
     ) -> None:
         self._files = RunRoot("roundup", tmp_root, old_env=TMPDIR_ENV)
         self._http_timeout_s = http_timeout_s
-        self._served: ServedRun[_Episode] | None = None
+        self._current: CurrentRun[_Episode] = CurrentRun(type(self).__name__)
         self._starting: anyio.Semaphore | None = None
 
     def use_state_dir(self, path: Path) -> None:
@@ -102,37 +102,27 @@ class RoundupProvider:
 
     @property
     def pristine(self) -> Path | None:
-        served = self._served
+        served = self._current.run
         return None if served is None or served.root is None else served.root / "pristine"
 
     def live_pids(self) -> list[int]:
         """The live episodes' roundup-server pids (for tests and the bench)."""
-        live = [] if self._served is None else self._served.live.values()
-        return [p for e in live if (p := e.tracker.pid) is not None]
+        return [p for e in self._current.live() if (p := e.tracker.pid) is not None]
 
     async def start(self) -> None:
-        if self._served is not None:
-            raise RuntimeError("RoundupProvider.start() called twice; call stop() first")
-
         async def prepare(root: Path) -> None:
             await anyio.to_thread.run_sync(build_pristine, root / "pristine")
 
-        self._served = await ServedRun.start(self._files, prepare=prepare)
+        await self._current.start(self._files, prepare=prepare)
         self._starting = anyio.Semaphore(STARTS_AT_ONCE)
 
     async def stop(self) -> None:
-        served, self._served = self._served, None
-        if served is not None:
-            await served.stop()
+        await self._current.stop()
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
     ) -> ProvisionedEpisode:
-        served = self._served
-        if served is None or served.root is None:
-            raise RuntimeError(
-                "RoundupProvider.provision() before start(): call await provider.start() first"
-            )
+        served, root = self._current.started()
         import aiohttp
 
         from effectbench_roundup.browser import RoundupBrowserDriver
@@ -140,7 +130,7 @@ class RoundupProvider:
         from effectbench_roundup.oracle import TrackerOracle
 
         key = secrets.token_hex(8)
-        tracker = Tracker(served.root / "pristine", served.root / f"ep-{key}")
+        tracker = Tracker(root / "pristine", root / f"ep-{key}")
         proxy = FaultProxy(
             tracker.upstream,
             ProxyPlan.from_fixture(task.fixture),
