@@ -261,16 +261,40 @@ class ExecArm:
             return [sys.executable, "-I", "-S", str(SUPERVISOR), str(os.getpid()), "--", *self.argv]
         return list(self.argv)
 
-    def _unstartable(self, env: Mapping[str, str]) -> str | None:
-        """Why the agent's program cannot be executed (checked before a supervised start,
-        where exec happens inside the supervisor), or None."""
+    def _unstartable(self, env: Mapping[str, str]) -> int | None:
+        """Why the agent's program cannot be executed, as an errno (ENOENT: not there,
+        EACCES: not executable), or None. Checked before a supervised start, where exec
+        happens inside the supervisor, and by ``preflight``."""
         program = self.argv[0]
         if os.sep in program:
             if not os.path.exists(program):
-                return os.strerror(errno.ENOENT)
-            return None if os.access(program, os.X_OK) else os.strerror(errno.EACCES)
+                return errno.ENOENT
+            return None if os.access(program, os.X_OK) else errno.EACCES
         found = shutil.which(program, path=env.get("PATH", os.defpath))
-        return None if found is not None else os.strerror(errno.ENOENT)
+        return None if found is not None else errno.ENOENT
+
+    def preflight(self) -> None:
+        """Called by the harness before a run writes anything: an agent whose program is
+        not there, or cannot be executed, refuses the run in one line saying what to do,
+        instead of failing every episode at its start."""
+        code = self._unstartable({**os.environ, **self.env})
+        if code is None:
+            return
+        program = self.argv[0]
+        if code == errno.EACCES:
+            raise ConfigurationError(
+                f"its program {program} is not executable: make it so (chmod +x {program}) "
+                f"or name its interpreter first (e.g. exec:python3 {program})"
+            )
+        if os.sep in program:
+            raise ConfigurationError(
+                f"its program {program} was not found ({os.path.abspath(program)} does not "
+                "exist): give exec: the path of an existing program, absolute or relative "
+                "to the directory effectbench runs in"
+            )
+        raise ConfigurationError(
+            f"its program {program} was not found on PATH: install it, or give exec: its path"
+        )
 
     def _walls(self, env: EnvHandle) -> VncChannel | None:
         """The episode's VNC channel when its agent runs walled in (contained, on a
@@ -297,9 +321,9 @@ class ExecArm:
         supervised = env is not None and _SUPERVISED
         door = Door() if walled else None
         try:
-            why = self._unstartable(env) if env is not None and supervised else None
-            if why is not None:
-                raise OSError(errno.ENOENT, why)
+            code = self._unstartable(env) if env is not None and supervised else None
+            if code is not None:
+                raise OSError(code, os.strerror(code))
             proc = await anyio.open_process(
                 self.command(door),
                 stdin=subprocess.PIPE,

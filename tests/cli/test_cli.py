@@ -88,6 +88,13 @@ USER_ERRORS = {
         ["run", "--episode-timeout", "inf"],
         "--episode-timeout must be a finite",
     ),
+    "exec arm's program not on PATH": (
+        ["run", "--arm", "exec-each:no-such-agent-effectbench --fast"],
+        (
+            "arm 'exec-each:no-such-agent-effectbench' cannot run: its program "
+            "no-such-agent-effectbench was not found on PATH: install it, or give exec: its path"
+        ),
+    ),
     "export under a file": (
         ["export", "{small}", "--system", "scripted", "--out", "{file}/s.json"],
         "cannot write to {file}/s.json: a part of the path is a file, not a directory",
@@ -416,6 +423,36 @@ def test_an_os_error_is_one_readable_line(capsys: pytest.CaptureFixture[str]) ->
     )
     full = OSError(errno.ENOSPC, "No space left on device")
     assert os_error_line(full) == "no space left on the device"
+
+
+def test_an_exec_arm_whose_program_is_missing_is_refused_before_the_run_starts(
+    tmp_path: Path,
+) -> None:
+    """Not a run that fails every episode at its start and ends incomplete (exit 3): a
+    refusal, exit 2, with one line naming the program and what to do, and no run
+    directory. A program that is there but cannot be executed is refused the same way."""
+    out = tmp_path / "run"
+    run = ("run", "--provider", "mockmed", "--trials", "1", "--out", str(out))
+    proc = _cli(*run, "--arm", "exec:./no-such-agent", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    missing = (
+        "effectbench: error: arm 'exec:no-such-agent' cannot run: its program ./no-such-agent "
+        f"was not found ({tmp_path / 'no-such-agent'} does not exist): give exec: the path "
+        "of an existing program, absolute or relative to the directory effectbench runs in"
+    )
+    assert proc.stderr.splitlines() == [missing]
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+    (tmp_path / "agent.py").write_text("print('never run')\n")  # there, but not executable
+    proc = _cli(*run, "--arm", "exec:./agent.py", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    not_executable = (
+        "effectbench: error: arm 'exec:agent' cannot run: its program ./agent.py is not "
+        "executable: make it so (chmod +x ./agent.py) or name its interpreter first "
+        "(e.g. exec:python3 ./agent.py)"
+    )
+    assert proc.stderr.splitlines() == [not_executable]
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["agent.py"]
 
 
 @pytest.mark.timeout(300)
