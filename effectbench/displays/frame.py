@@ -49,6 +49,15 @@ class Frame:
     height: int
     pixels: bytes = attrs.field(repr=False, eq=False)
 
+    @classmethod
+    def from_png(cls, png: bytes) -> Frame:
+        """The frame a PNG shows (a screenshot as a model is sent it, read back)."""
+        from PIL import Image
+
+        with Image.open(io.BytesIO(png)) as image:
+            rgb = image.convert("RGB")
+        return cls(rgb.width, rgb.height, rgb.tobytes("raw", "BGRX"))
+
     def image(self, box: Box | None = None) -> Image.Image:
         """The frame (or the part of it in ``box``) as an RGB Pillow image."""
         from PIL import Image

@@ -23,6 +23,16 @@ from effectbench.displays.ocr import Reading
 from effectbench.displays.pixels import NotOnScreen, Screen
 from effectbench.displays.rfb import open_rfb
 from effectbench.displays.vnc import VncChannel
+from effectbench.displays.widgets import (
+    changed,
+    item,
+    looks_green,
+    painted,
+    right_of,
+    row_below,
+    said,
+    shows,
+)
 from effectbench.model import JSONScalar
 from effectbench.provider import ProductResponse, Telemetry
 
@@ -45,8 +55,6 @@ SETTLE_QUIET_S: Final = 0.3
 slides in over a few frames)."""
 SAVE_TIMEOUT_S: Final = 35.0
 """Longer than the client's own HTTP timeout (30 s), which then shows an error banner."""
-EDGE: Final = 24
-"""A widget's edge: a pixel this far (in summed RGB) from the window's colour."""
 
 
 class RemoteFormDriver:
@@ -76,8 +84,8 @@ class RemoteFormDriver:
                 text = "" if value is None else str(value)
                 where = form.find(label)
                 if where is None:
-                    raise NotOnScreen(f"the form shows no {label!r} (read: {_said(form)})")
-                widget = _right_of(screen.client.frame, where)
+                    raise NotOnScreen(f"the form shows no {label!r} (read: {said(form)})")
+                widget = right_of(screen.client.frame, where)
                 if field in COMBOS:
                     await self._choose(screen, form, where, widget, text)
                 else:
@@ -103,7 +111,7 @@ class RemoteFormDriver:
                 if save is not None and heading is not None:
                     return form, save, heading
                 await screen.client.changed(FORM_TIMEOUT_S)
-        seen = _said(form) if form is not None else "nothing"
+        seen = said(form) if form is not None else "nothing"
         raise NotOnScreen(f"the form is not on the screen (read: {seen})")
 
     async def _choose(
@@ -111,34 +119,32 @@ class RemoteFormDriver:
     ) -> None:
         """Pick ``value`` in the combo box at ``widget``: nothing when it already shows
         it (on the label's row), else open its list and click the item that reads as it."""
-        for line in form.lines:
-            if _beside(line.box, label) and _names(line.text, value):
-                return
+        if shows(form, label, value):
+            return
         before = await screen.settle()
         await screen.click(*widget.center)
         after = await _next(screen)  # the list opening (a loaded machine paints late)
-        popup = _changed(before, after)
-        reading = await screen.read(after, popup)
-        for line in reading.lines:
-            if _names(line.text, value):
-                await screen.click(*line.box.center)
-                await _next(screen)  # and closing, before the next field is clicked
-                return
+        reading = await screen.read(after, changed(before, after))
+        chosen = item(reading, value)
+        if chosen is not None:
+            await screen.click(*chosen.box.center)
+            await _next(screen)  # and closing, before the next field is clicked
+            return
         await screen.press("Escape")
-        raise NotOnScreen(f"the list offers no {value!r} (read: {_said(reading)})")
+        raise NotOnScreen(f"the list offers no {value!r} (read: {said(reading)})")
 
     async def _banner(self, screen: Screen, heading: Box, save: Box) -> tuple[bool, str, Frame]:
         """The banner's text and kind once the client shows its answer: the row between
         the heading and the first field, read until it holds text."""
-        row = Box(0, heading.bottom + 4, save.right + 16, 40)
+        row = row_below(heading, save.right + 16)
         with anyio.move_on_after(SAVE_TIMEOUT_S):
             while True:
                 frame = await screen.settle()
-                if _painted(frame, row):  # OCR only once something is in the row
+                if painted(frame, row):  # OCR only once something is in the row
                     reading = await screen.read(frame, row)
                     if reading.lines:
                         text = reading.text.replace("\n", " ")
-                        return _is_green(frame, reading), text, frame
+                        return looks_green(frame, reading.lines[0].box), text, frame
                 await screen.client.changed(SAVE_TIMEOUT_S)
         return False, "The window stopped responding", screen.client.frame
 
@@ -147,83 +153,3 @@ async def _next(screen: Screen) -> Frame:
     """The screen after its next change, once it has settled."""
     await screen.client.changed(CHANGE_TIMEOUT_S)
     return await screen.settle(quiet_s=SETTLE_QUIET_S)
-
-
-def _said(reading: Reading) -> str:
-    return " | ".join(reading.text.splitlines()) or "nothing"
-
-
-def _names(text: str, value: str) -> bool:
-    """Whether an item reads as ``value``: its text, or its last word (a chart id after
-    " — ")."""
-    words = text.split()
-    return text.strip().casefold() == value.casefold() or (
-        bool(words) and words[-1].casefold() == value.casefold()
-    )
-
-
-def _beside(shown: Box, label: Box) -> bool:
-    """Whether ``shown`` is right of ``label`` on its row."""
-    return shown.x > label.right and abs(shown.center[1] - label.center[1]) <= label.height
-
-
-def _far(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
-    return sum(abs(x - y) for x, y in zip(a, b, strict=True)) > EDGE
-
-
-def _right_of(frame: Frame, label: Box) -> Box:
-    """The widget on ``label``'s row: from the first pixel right of the label that
-    differs from the window's colour to the last one before the window's colour
-    resumes for good (its right edge), as tall as the label's row."""
-    y = label.center[1]
-    window = frame.pixel(label.right + 2, y)
-    x = label.right + 2
-    while x < frame.width - 1 and not _far(frame.pixel(x, y), window):
-        x += 1
-    start = x
-    last = start
-    while x < frame.width - 1:
-        if _far(frame.pixel(x, y), window):
-            last = x
-        elif x - last > 40:
-            break
-        x += 1
-    return Box(start, label.y - 4, max(8, last - start), label.height + 8)
-
-
-def _changed(before: Frame, after: Frame) -> Box | None:
-    """The box of every pixel that differs between two frames (a popup that opened)."""
-    from PIL import ImageChops
-
-    bbox = ImageChops.difference(before.image(), after.image()).getbbox()
-    if bbox is None:
-        return None
-    left, top, right, bottom = bbox
-    return Box(left, top, right - left, bottom - top)
-
-
-def _painted(frame: Frame, row: Box) -> bool:
-    """Whether anything but the window's colour shows in ``row`` (sampled every 4 px)."""
-    window = frame.pixel(2, row.y)
-    return any(
-        _far(frame.pixel(x, y), window)
-        for y in range(row.y, min(frame.height, row.bottom), 4)
-        for x in range(row.x + 2, min(frame.width, row.right), 4)
-    )
-
-
-def _is_green(frame: Frame, reading: Reading) -> bool:
-    """The banner's kind from its colour: the client paints a saved banner green and
-    an error red (the most common colour behind its text, which is not the window's)."""
-    area = reading.lines[0].box
-    window = frame.pixel(2, area.center[1])  # the window's left margin, beside the banner
-    colours: dict[tuple[int, int, int], int] = {}
-    for x in range(max(0, area.x - 6), min(frame.width, area.right + 6), 2):
-        for y in (max(0, area.y - 3), min(frame.height - 1, area.bottom + 3)):
-            colour = frame.pixel(x, y)
-            if colour != window:
-                colours[colour] = colours.get(colour, 0) + 1
-    if not colours:
-        return False
-    red, green, _ = max(colours, key=lambda c: colours[c])
-    return green > red
