@@ -21,14 +21,28 @@ from effectbench.testing.computer_use.answer import Act, Answer, Script, last_st
 from effectbench.testing.computer_use.answer import done as _done
 from effectbench.testing.computer_use.sight import View
 
-__all__ = ["SCRIPTS", "Answer", "Script", "check_records", "follow_steps", "trust_banner"]
+__all__ = [
+    "SCRIPTS",
+    "Answer",
+    "Script",
+    "check_records",
+    "follow_steps",
+    "intended",
+    "is_mockmed",
+    "trust_banner",
+]
 
 _PAYLOAD: Final = re.compile(r"Payload \(JSON\): (\{.*\})")
 _PATIENT: Final = re.compile(r"Patient (\w+)")
 _KIND: Final = re.compile(r"Record an? (\w+) encounter")
 
 
-def _intended(prompt: str) -> dict[str, str]:
+def is_mockmed(prompt: str) -> bool:
+    """Whether the task is MockMed's: it names a patient and an encounter type."""
+    return bool(_PATIENT.search(prompt) and _KIND.search(prompt))
+
+
+def intended(prompt: str) -> dict[str, str]:
     """The form's values as the task's text asks for them."""
     found = _PAYLOAD.search(prompt)
     patient, kind = _PATIENT.search(prompt), _KIND.search(prompt)
@@ -79,7 +93,7 @@ def _fill_and_save(
 ) -> Answer | None:
     """Fill (one turn), then check the form shows the values and press Save (the next):
     None once saved, so the caller decides what the result means."""
-    values = _intended(prompt)
+    values = intended(prompt)
     step = last_step(notes)
     if step not in ("fill", "save") and view.fields:
         fill = _fill(view, values)
@@ -153,7 +167,7 @@ def check_records(prompt: str, notes: Sequence[Mapping[str, Any]], view: View | 
     if step == "records-after" and before is not None:
         if view.rows is None:
             return _done(False, "the records page shows no records table")
-        return _verdict(before, view.rows, _intended(prompt))
+        return _verdict(before, view.rows, intended(prompt))
     return _done(False, f"lost my place (step {step!r})")
 
 
@@ -162,7 +176,7 @@ def _by_product(mockmed: Script, other: Script) -> Script:
     type; any other task is read as Roundup's (``roundup``)."""
 
     def script(prompt: str, notes: Sequence[Mapping[str, Any]], view: View | None) -> Answer:
-        chosen = mockmed if _PATIENT.search(prompt) and _KIND.search(prompt) else other
+        chosen = mockmed if is_mockmed(prompt) else other
         return chosen(prompt, notes, view)
 
     return script

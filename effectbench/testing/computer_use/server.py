@@ -3,6 +3,9 @@
 ``POST /v1/chat/completions`` answers in the OpenAI chat-completions shape (function
 tool calls); ``POST /v1/messages`` in the Anthropic Messages shape (``tool_use`` blocks
 of the ``computer`` tool). The model name picks the script (``scripts.SCRIPTS``); a
+screenshot the sight has no layout for (a remote display's framebuffer: no page) goes to
+the model's script over pixels (``remote.REMOTE_SCRIPTS``), run in a worker thread since
+it reads the image with OCR; a
 ``flaky-`` prefix answers each conversation's first request with 429 and
 ``Retry-After: 7``; a ``-billed`` suffix reports a cost in the usage. Usage is counted
 deterministically: a quarter of the text's characters plus ``IMAGE_TOKENS`` per image.
@@ -14,12 +17,14 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import anyio.to_thread
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from effectbench.testing.computer_use.remote import REMOTE_SCRIPTS
 from effectbench.testing.computer_use.scripts import SCRIPTS, Answer, Script
 from effectbench.testing.computer_use.sight import Sight
 
@@ -61,8 +66,12 @@ class StandIn:
             ]
         )
 
+    @staticmethod
+    def _name(model: str) -> str:
+        return model.removeprefix("flaky-").removesuffix("-billed")
+
     def _script(self, model: str) -> Script | None:
-        return SCRIPTS.get(model.removeprefix("flaky-").removesuffix("-billed"))
+        return SCRIPTS.get(self._name(model))
 
     def _throttle(self, model: str, prompt: str, turn: int) -> Response | None:
         if model.startswith("flaky-") and turn == 0 and prompt not in self.throttled:
@@ -70,11 +79,18 @@ class StandIn:
             return _json(429, {"error": {"message": "rate limited"}}, {"Retry-After": "7"})
         return None
 
-    def _decide(
-        self, script: Script, prompt: str, notes: Sequence[Any], png: bytes | None
-    ) -> Answer:
-        view = None if png is None else self.sight.see(png)
-        return script(prompt, [n for n in notes if n is not None], view)
+    async def _decide(
+        self, script: Script, model: str, prompt: str, notes: Sequence[Any],
+        images: Sequence[bytes],
+    ) -> Answer:  # fmt: skip
+        """The script's answer to the latest screenshot: from the layout the sight
+        recorded with it, else (no page) from its pixels when the model reads them."""
+        said = [n for n in notes if n is not None]
+        view = self.sight.see(images[-1]) if images else None
+        on_pixels = REMOTE_SCRIPTS.get(self._name(model))
+        if view is None and images and on_pixels is not None:
+            return await anyio.to_thread.run_sync(on_pixels, prompt, said, tuple(images))
+        return script(prompt, said, view)
 
     async def _openai(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
@@ -101,7 +117,7 @@ class StandIn:
         refused = self._throttle(str(body["model"]), prompt, len(notes))
         if refused is not None:
             return refused
-        answer = self._decide(script, prompt, notes, images[-1] if images else None)
+        answer = await self._decide(script, str(body["model"]), prompt, notes, images)
         calls = [
             {
                 "id": f"call-{len(notes)}-{i}",
@@ -160,7 +176,7 @@ class StandIn:
         refused = self._throttle(str(body["model"]), prompt, len(notes))
         if refused is not None:
             return refused
-        answer = self._decide(script, prompt, notes, images[-1] if images else None)
+        answer = await self._decide(script, str(body["model"]), prompt, notes, images)
         content: list[dict[str, Any]] = [
             {"type": "text", "text": orjson.dumps(answer.note).decode()}
         ]
@@ -197,4 +213,6 @@ def _computer(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
         return {"action": "key", "text": args["combo"]}
     if name == "type":
         return {"action": "type", "text": args["text"]}
+    if name == "wait":
+        return {"action": "wait", "duration": args["ms"] / 1000}
     raise ValueError(f"the stand-in has no computer tool spelling for {name!r}")
