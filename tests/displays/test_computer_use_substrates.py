@@ -52,7 +52,7 @@ def _arm(port: int, sight: Sight, model: str, name: str) -> ComputerUseArm:
 
 
 async def _run_both(out: Path) -> dict[str, Any]:
-    sight = Sight()
+    sight = Sight(pixels=True)
     local = LocalServer(StandIn(sight).app)
     await local.start()
     try:
@@ -176,7 +176,7 @@ async def test_the_stand_in_picks_items_from_a_combo_boxs_list(tmp_path: Path) -
     stand-in chooses from the lists it opens, read off the framebuffer alone."""
     provider = MockMedSubstratesProvider(tmp_root=tmp_path)
     await provider.start()
-    standin = StandIn(Sight())
+    standin = StandIn(Sight(pixels=True))
     local = LocalServer(standin.app)
     await local.start()
     try:

@@ -12,12 +12,18 @@ request's model name: ``trust-banner`` (fill, save, trust the banner) and
 it shows the one new record with the payload's note). Each works on MockMed's pages and
 on Roundup's (``roundup``: after the save ``check-records`` opens the saved issue and
 checks its fields and the note); the task's text says which product it is.
+
+Where there is no page (a remote display: the arm's screen is a framebuffer over VNC) a
+``Sight(pixels=True)`` lets the stand-in read the PNG it is sent itself, with OCR and
+the pixel toolkit (``remote``): ``trust-banner`` fills MockMed's desktop client and
+trusts its banner's colour, ``check-records`` refuses (the client has no records page).
 """
 
 from __future__ import annotations
 
+from effectbench.testing.computer_use.remote import REMOTE_SCRIPTS
 from effectbench.testing.computer_use.scripts import SCRIPTS
 from effectbench.testing.computer_use.server import StandIn
 from effectbench.testing.computer_use.sight import Sight, SightedScreen, View
 
-__all__ = ["SCRIPTS", "Sight", "SightedScreen", "StandIn", "View"]
+__all__ = ["REMOTE_SCRIPTS", "SCRIPTS", "Sight", "SightedScreen", "StandIn", "View"]

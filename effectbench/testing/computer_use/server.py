@@ -3,9 +3,9 @@
 ``POST /v1/chat/completions`` answers in the OpenAI chat-completions shape (function
 tool calls); ``POST /v1/messages`` in the Anthropic Messages shape (``tool_use`` blocks
 of the ``computer`` tool). The model name picks the script (``scripts.SCRIPTS``); a
-screenshot the sight has no layout for (a remote display's framebuffer: no page) goes to
-the model's script over pixels (``remote.REMOTE_SCRIPTS``), run in a worker thread since
-it reads the image with OCR; a
+screenshot the sight has no layout for (a remote display's framebuffer: no page) goes,
+when the sight reads pixels (``Sight(pixels=True)``), to the model's script over pixels
+(``remote.REMOTE_SCRIPTS``), run in a worker thread since it reads the image with OCR; a
 ``flaky-`` prefix answers each conversation's first request with 429 and
 ``Retry-After: 7``; a ``-billed`` suffix reports a cost in the usage. Usage is counted
 deterministically: a quarter of the text's characters plus ``IMAGE_TOKENS`` per image.
@@ -84,10 +84,10 @@ class StandIn:
         images: Sequence[bytes],
     ) -> Answer:  # fmt: skip
         """The script's answer to the latest screenshot: from the layout the sight
-        recorded with it, else (no page) from its pixels when the model reads them."""
+        recorded with it, else (no page) from its pixels when the sight reads them."""
         said = [n for n in notes if n is not None]
         view = self.sight.see(images[-1]) if images else None
-        on_pixels = REMOTE_SCRIPTS.get(self._name(model))
+        on_pixels = REMOTE_SCRIPTS.get(self._name(model)) if self.sight.pixels else None
         if view is None and images and on_pixels is not None:
             return await anyio.to_thread.run_sync(on_pixels, prompt, said, tuple(images))
         return script(prompt, said, view)

@@ -103,10 +103,17 @@ def _row(raw: Mapping[str, Any]) -> Row:
 
 
 class Sight:
-    """Views by screenshot sha256; owned by one test or benchmark (any episodes at once)."""
+    """Views by screenshot sha256; owned by one test or benchmark (any episodes at once).
 
-    def __init__(self) -> None:
+    ``pixels``: what the stand-in does with an image it holds no view of. False (the
+    default): it is blind to it and halts. True: it reads the image itself (a remote
+    display's framebuffer, where there is no page to record: ``remote.py``), so one
+    model works the web and a remote display in one run; opt-in because reading a page
+    the sight missed by OCR would cost seconds and mean nothing."""
+
+    def __init__(self, *, pixels: bool = False) -> None:
         self._views: dict[str, View] = {}
+        self.pixels = pixels
 
     def see(self, png: bytes) -> View | None:
         return self._views.get(hashlib.sha256(png).hexdigest())
