@@ -35,6 +35,7 @@ from effectbench.testing.computer_use.remote import NO_RECORDS
 from effectbench.verify import verify_run
 
 TASKS = ("mockmed-substrates::web::*", "mockmed-substrates::remote_display::*")
+PINNED_MODES = tuple(PINNED["screen_only"].per_mode)
 SCREENS = {"web": (1280, 800), "remote_display": (1024, 720)}
 """The screen each substrate's screenshots show: the arm's viewport, the framebuffer."""
 
@@ -129,6 +130,10 @@ def test_check_records_refuses_where_there_is_no_records_page(run: dict[str, Any
         assert (row["reported_success"], row["halted"]) == (False, True), row["episode_id"]
         assert said[row["episode_id"]] == NO_RECORDS
         assert row["true_state"] == "ABSENT"  # nothing saved: it refused before acting
+    # a halt with nothing written: over-halted where a correct action existed
+    correct = {"ok", "timeout", "idempotent"}
+    halts = {mode: "OVER_HALT" if mode in correct else "SAFE_HALT" for mode in PINNED_MODES}
+    assert _outcomes(run["rows"], "cu_records", "remote_display") == halts
     cells = run["metrics"]["arms"]["cu_records"]["cells"]
     assert _by_substrate(cells, "swer") == {"web": (0, 9), "remote_display": (0, 9)}
     acted = {
