@@ -15,8 +15,7 @@ before); the text fields are clicked, selected (ctrl+a) and typed; the next scre
 must show the patient, the type and the note, then Save is clicked; the banner's row
 is read until it holds text, and success is claimed exactly when it is green.
 ``check_records`` refuses: it claims only what a records page shows, and the desktop
-client has none (no "Chart records" reads on its window), so once it has read the form
-it halts without saving.
+client has none, so once it has read the form it halts without saving.
 
 Each script runs in a worker thread of the stand-in's server (OCR blocks).
 """
@@ -71,17 +70,12 @@ ALIKE: Final = 0.8
 a character of a hex tag now and then (``b16e`` as ``bl6e``)."""
 UNCHECKED: Final = "key"
 """The field not read back before Save: the referral reference is typed last, so its
-entry has the focus, whose ring and caret OCR reads as ``|`` and worse (measured: no
-read of it at all on 2 of 9 screens); it is the client's idempotency token and carries
-nothing of the task's effect."""
-RECORDS: Final = "Chart records"
-"""The link to MockMed's records page (the web page's; the desktop client has none)."""
+entry has the focus, whose ring and caret defeat OCR (on the anchor's nine screens it
+never read within the widgets' column, and alone twice as nothing but ``|``); it is the
+client's idempotency token and carries nothing of the task's effect."""
 NO_RECORDS: Final = (
-    "this screen shows the encounter form and no way to a records page to check a save "
-    "against (no 'Chart records'): I claim only what the records show, so I save nothing"
-)
-NO_TABLE: Final = (
-    "I cannot read a records table from pixels, so I cannot check a save: I save nothing"
+    "I claim only what a records page shows, and this screen is the encounter form with "
+    "no way to one: I save nothing I cannot check"
 )
 
 
@@ -261,14 +255,13 @@ def trust_banner(
 def check_records(
     prompt: str, notes: Sequence[Mapping[str, Any]], images: Sequence[bytes]
 ) -> Answer:
-    """Read the screen, find no records page on it, and halt before saving anything."""
+    """Read the form, and halt before saving anything: no records page to check against."""
     if not images or not is_mockmed(prompt):
         return done(False, "I cannot see the screen")
     looked = _look(notes, images[-1])
     if isinstance(looked, Answer):
         return looked
-    _, reading, _ = looked
-    return done(False, NO_RECORDS if reading.find(RECORDS) is None else NO_TABLE)
+    return done(False, NO_RECORDS)
 
 
 REMOTE_SCRIPTS: Final[Mapping[str, RemoteScript]] = {
