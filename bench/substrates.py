@@ -142,11 +142,11 @@ async def _ocr(reads: int) -> dict[str, Any]:
     from effectbench_mockmed.remote.driver import RemoteFormDriver
 
     from effectbench.core.provider import Telemetry
-    from effectbench.displays.frame import Box
     from effectbench.displays.ocr import _new_engine, content_box, read_text
     from effectbench.displays.pixels import Screen
     from effectbench.displays.rfb import open_rfb
     from effectbench.displays.vnc import VncChannel
+    from effectbench.displays.widgets import row_below
 
     provider = MockMedSubstratesProvider()
     task = next(t for t in provider.tasks() if t.substrate is Substrate.REMOTE_DISPLAY)
@@ -175,7 +175,7 @@ async def _ocr(reads: int) -> dict[str, Any]:
     form = read_text(frame)
     heading = form.find("New encounter")
     assert heading is not None, form.text
-    row = Box(0, heading.bottom + 4, window.right, 40)  # the banner's row, as the driver
+    row = row_below(heading, window.right)  # the banner's row, as the driver reads it
     for name, box in (("form", None), ("banner_row", row)):
         walls, cpus = [], []
         for _ in range(reads):
