@@ -18,21 +18,11 @@ from effectbench.displays.atspi import AccessibilityError, Node, Ref
 from effectbench.displays.desktop import DesktopApp
 from effectbench.model import JSONScalar
 from effectbench.provider import ProductResponse, Telemetry
+from effectbench_mockmed.desktop.form import FIELDS, ID_SEPARATOR, SAVE_TIMEOUT_S
 
 __all__ = ["FIELDS", "DesktopFormDriver"]
 
-FIELDS: Final = {
-    "patient_id": "Patient",
-    "type": "Type",
-    "status": "Status",
-    "note": "Note",
-    "key": "Referral reference",
-}
-"""Form field -> the accessible name of its widget in the client (gtk_client.py)."""
-ID_SEPARATOR: Final = " — "
 BANNER_ID: Final = "banner"
-SAVE_TIMEOUT_S: Final = 35.0
-"""Longer than the client's own HTTP timeout (30 s), which then shows an error banner."""
 POLL_S: Final = 0.005
 
 

@@ -26,10 +26,13 @@ import re
 import sys
 import threading
 from html.parser import HTMLParser
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
 
-# Started with -I -S (no site: a faster start): Debian's GTK bindings are found here.
+# Started with -I -S (no site: a faster start): Debian's GTK bindings are found here,
+# and the form's definition beside this file (-I puts not even that on the path).
 sys.path.append("/usr/lib/python3/dist-packages")
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 # The client speaks plain HTTP to 127.0.0.1: without ssl, http.client loads no OpenSSL
 # (3.5 MiB of RSS and ~10 ms of start-up per display).
 sys.modules["ssl"] = None  # type: ignore[assignment]
@@ -40,8 +43,11 @@ import gi
 gi.require_version("Gtk", "3.0")
 from gi.repository import GLib, Gtk
 
-HTTP_TIMEOUT_S = 30.0
-ID_SEPARATOR = " — "
+if TYPE_CHECKING:  # the same file, as the harness's type checker finds it
+    from effectbench_mockmed.desktop.form import COMBOS, FIELDS, HTTP_TIMEOUT_S, ID_SEPARATOR
+else:
+    from form import COMBOS, FIELDS, HTTP_TIMEOUT_S, ID_SEPARATOR
+
 BANNER = re.compile(r"<div id='banner' class='(saved|error)'>([^<]*)</div>")
 CSS = b"""
 #banner { padding: 8px 12px; font-weight: bold; border-radius: 4px; }
@@ -132,7 +138,7 @@ class EncounterWindow(Gtk.Window):  # type: ignore[misc]
         self.banner.get_accessible().set_accessible_id("banner")
         grid.attach(self.banner, 0, row, 2, 1)
         row += 1
-        for field, title in (("patient_id", "Patient"), ("type", "Type"), ("status", "Status")):
+        for field in COMBOS:
             if field not in choices:
                 continue
             combo = Gtk.ComboBoxText()
@@ -144,12 +150,12 @@ class EncounterWindow(Gtk.Window):  # type: ignore[misc]
             combo.set_active(0 if values else -1)
             self._values[field] = values
             self._combos[field] = combo
-            row = self._field(grid, row, title, combo)
+            row = self._field(grid, row, FIELDS[field], combo)
         self.note = Gtk.TextView(wrap_mode=Gtk.WrapMode.WORD)
         self.note.set_size_request(-1, 80)
-        row = self._field(grid, row, "Note", self.note)
+        row = self._field(grid, row, FIELDS["note"], self.note)
         self.key = Gtk.Entry()
-        row = self._field(grid, row, "Referral reference", self.key)
+        row = self._field(grid, row, FIELDS["key"], self.key)
         self.save = Gtk.Button(label="Save")
         self.save.connect("clicked", self._on_save)
         grid.attach(self.save, 1, row, 1, 1)

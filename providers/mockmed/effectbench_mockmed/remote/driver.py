@@ -35,26 +35,16 @@ from effectbench.displays.widgets import (
 )
 from effectbench.model import JSONScalar
 from effectbench.provider import ProductResponse, Telemetry
+from effectbench_mockmed.desktop.form import COMBOS, FIELDS, SAVE_TIMEOUT_S
 
 __all__ = ["FIELDS", "RemoteFormDriver"]
 
-FIELDS: Final = {
-    "patient_id": "Patient",
-    "type": "Type",
-    "status": "Status",
-    "note": "Note",
-    "key": "Referral reference",
-}
-"""Form field -> the label shown left of its widget (desktop/gtk_client.py)."""
-COMBOS: Final = frozenset({"patient_id", "type", "status"})
 FORM_TIMEOUT_S: Final = 20.0
 CHANGE_TIMEOUT_S: Final = 10.0
 """How long a click on a combo box may take to open or close its list."""
 SETTLE_QUIET_S: Final = 0.3
 """Quiet after a list opened or closed (longer than ``Screen``'s default: the list
 slides in over a few frames)."""
-SAVE_TIMEOUT_S: Final = 35.0
-"""Longer than the client's own HTTP timeout (30 s), which then shows an error banner."""
 
 
 class RemoteFormDriver:
