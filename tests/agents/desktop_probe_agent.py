@@ -14,32 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 import threading
 from typing import Any
 
+from reach import reach_tcp, reach_unix, report_found
+
 from effectbench.displays.desktop import DesktopChannel
-
-_out = threading.Lock()
-
-
-def reach_tcp(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=3):
-            return True
-    except OSError:
-        return False
-
-
-def reach_unix(address: str) -> bool:
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.settimeout(3)
-        try:
-            sock.connect(address)
-            return True
-        except OSError:
-            return False
 
 
 async def own_bus(channels: dict[str, str]) -> dict[str, Any]:
@@ -79,16 +60,7 @@ def probe(msg: dict[str, Any]) -> None:
         "channels": sorted(channels),
         "bus": asyncio.run(own_bus(channels)),
     }
-    report = {
-        "type": "report",
-        "episode_id": msg["episode_id"],
-        "reported_success": False,
-        "halted": True,
-        "message": json.dumps(found),
-    }
-    with _out:
-        sys.stdout.write(json.dumps(report) + "\n")
-        sys.stdout.flush()
+    report_found(msg["episode_id"], found)
 
 
 def main() -> None:

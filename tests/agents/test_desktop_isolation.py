@@ -3,13 +3,14 @@ address its ``desktop`` channel names, and nothing else: not the product's HTTP 
 DevTools port, the display's X socket (path or abstract) or session bus, nor another
 episode's bus. Real MockMed episodes (Xvfb, buses, the GTK client), real bubblewrap, a
 real hostile agent (tests/agents/desktop_probe_agent.py), per-episode and long-lived;
-and the same probes uncontained, which reach each target, so the probes are real."""
+and the same probes uncontained, which reach each target, so the probes are real. And a
+contained agent (tests/agents/desktop_agent.py) works the desktop anchor through its bus
+and scores as the anchor pins."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,7 +18,9 @@ from urllib.parse import urlsplit
 import anyio
 import orjson
 import pytest
+from effectbench_mockmed.anchor import PINNED
 from effectbench_mockmed.packs_substrates import SUBSTRATE_TASKS, MockMedSubstratesProvider
+from loopback import loopback_listener
 
 from effectbench.agents import ExecArm
 from effectbench.agents.door import SOCKETS_IN_SANDBOX
@@ -26,31 +29,18 @@ from effectbench.core.model import Substrate, TaskSpec, trial_params
 from effectbench.core.provider import EnvHandle
 from effectbench.displays.bus_relay import unix_path
 from effectbench.displays.desktop import DesktopChannel
+from effectbench.testing import run_cli
 
 pytestmark = pytest.mark.anyio
 
 PROBE = Path(__file__).with_name("desktop_probe_agent.py")
+AGENT = Path(__file__).with_name("desktop_agent.py")
 FRAME = "MockMed encounters"
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@asynccontextmanager
-async def _listener() -> AsyncIterator[int]:
-    """A loopback port that accepts (standing in for a browser's DevTools)."""
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-
-    async def answer(client: anyio.abc.SocketStream) -> None:
-        async with client:
-            await client.send(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, answer)
-        yield listener.extra(anyio.abc.SocketAttribute.local_port)
-        tg.cancel_scope.cancel()
 
 
 def _spec(substrate: Substrate) -> TaskSpec:
@@ -101,7 +91,7 @@ async def _probe(tmp_path: Path, mode: str, *, isolate: bool) -> list[dict[str, 
                 episodes.append(episode.env)
             http = urlsplit(web.env.channels["base_url"]).port
             assert http is not None
-            cdp = await stack.enter_async_context(_listener())
+            cdp = await stack.enter_async_context(loopback_listener())
             await stack.enter_async_context(arm.lifespan())
 
             async def run(i: int) -> None:
@@ -147,3 +137,30 @@ async def test_uncontained_the_same_probes_reach_every_target(tmp_path: Path) ->
         assert all(probe[k] for k in ("http", "cdp", "x_socket", "x_abstract", "session_bus"))
         assert probe["other_buses"] == [True, True] and probe["own_bus_by_host_path"], probe
         assert probe["bus"]["frame"] == FRAME and probe["bus"]["is_the_channels_app"] is True
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("prefix", ["exec:", "exec-each:"])
+def test_a_contained_agent_works_the_desktop_anchor_through_its_bus(
+    tmp_path: Path, prefix: str
+) -> None:
+    """tests/agents/desktop_agent.py, contained, fills the form, presses Save and reads
+    the banner over AT-SPI on each of the anchor's nine desktop tasks: every episode
+    scores as the anchor pins screen_only's, and the run verifies as isolated."""
+    out = tmp_path / "run"
+    proc = run_cli(
+        "run", "--provider", "mockmed-substrates", "--task", "mockmed-substrates::desktop::*",
+        "--arm", f"agent={prefix}{sys.executable} {AGENT}", "--isolate", "--trials", "1",
+        "--concurrency", "3", "--out", str(out), "--no-report", "-q",
+        cwd=tmp_path, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [orjson.loads(line) for line in (out / "results.jsonl").read_bytes().splitlines()]
+    outcomes = {row["task_id"].rsplit("::", 1)[1]: row["outcome"] for row in rows}
+    failures = [(r["task_id"], r["failure_class"]) for r in rows if r["failure_class"]]
+    assert outcomes == dict(PINNED["screen_only"].per_mode), (failures, proc.stderr[-2000:])
+    assert all(r["telemetry"]["actions"] == 1 for r in rows)  # its submit_form, logged
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["execution"] == {"agent": "isolated"}
+    verified = run_cli("verify", "--require-isolated", str(out), cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
