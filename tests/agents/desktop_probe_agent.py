@@ -6,14 +6,17 @@ Each episode's ``params`` name the targets (the harness would never tell an agen
 test does, so the probes aim at real things): ``http_port`` and ``cdp_port`` (loopback
 TCP); ``x_socket``, ``session_bus``, ``own_bus`` and ``other_buses`` (Unix socket paths
 on the host: the display's X socket and session bus, its own accessibility bus and other
-episodes', ``|`` between them); ``x_abstract`` (the X server's abstract socket). It
-runs under the harness's venv, whose dbus-fast and ``effectbench.displays`` it uses.
+episodes', ``|`` between them); ``x_abstract`` (the X server's abstract socket); and
+``crowd``, how many connections it opens to its own bus at once. It runs under the
+harness's venv, whose dbus-fast and ``effectbench.displays`` it uses.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 import sys
 import threading
 from typing import Any
@@ -47,6 +50,34 @@ async def own_bus(channels: dict[str, str]) -> dict[str, Any]:
         await bus.close()
 
 
+def crowd(channels: dict[str, str], many: int) -> list[str]:
+    """Open ``many`` connections to its bus at once, each starting the handshake: what
+    each is answered first (``OK``, or nothing when the relay closed it at once)."""
+    channel = DesktopChannel.from_channels(channels)
+    if channel is None or not channel.a11y_bus.startswith("unix:path="):
+        return []
+    path = channel.a11y_bus.removeprefix("unix:path=").split(",")[0]
+    identity = str(os.getuid()).encode().hex().encode()
+    answers, held = [], []
+    try:
+        for _ in range(many):
+            sock = socket.socket(socket.AF_UNIX)
+            held.append(sock)
+            sock.settimeout(10)
+            sock.connect(path)
+            try:
+                sock.sendall(b"\0AUTH EXTERNAL " + identity + b"\r\n")
+                answers.append(sock.recv(64)[:2].decode())
+            except ConnectionError:  # closed with its line unread: a reset
+                answers.append("")
+            except TimeoutError:
+                answers.append("timeout")
+    finally:
+        for sock in held:
+            sock.close()
+    return answers
+
+
 def probe(msg: dict[str, Any]) -> None:
     params, channels = msg["task"]["params"], msg["channels"]
     found = {
@@ -59,15 +90,24 @@ def probe(msg: dict[str, Any]) -> None:
         "own_bus_by_host_path": reach_unix(params["own_bus"]),
         "channels": sorted(channels),
         "bus": asyncio.run(own_bus(channels)),
+        "crowd": crowd(channels, int(params["crowd"])),
     }
     report_found(msg["episode_id"], found)
+
+
+def guarded(msg: dict[str, Any]) -> None:
+    """A probe that raised reports why at once (not at the episode's deadline)."""
+    try:
+        probe(msg)
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        report_found(msg["episode_id"], {"error": f"{type(exc).__name__}: {exc}"})
 
 
 def main() -> None:
     for line in sys.stdin:
         msg = json.loads(line)
         if msg.get("type") == "episode":  # episodes at once: a long-lived agent holds both
-            threading.Thread(target=probe, args=(msg,)).start()
+            threading.Thread(target=guarded, args=(msg,)).start()
 
 
 main()

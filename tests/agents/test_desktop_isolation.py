@@ -29,6 +29,7 @@ from effectbench.core.model import Substrate, TaskSpec, trial_params
 from effectbench.core.provider import EnvHandle
 from effectbench.displays.bus_relay import unix_path
 from effectbench.displays.desktop import DesktopChannel
+from effectbench.displays.vnc import MAX_CONNECTIONS
 from effectbench.testing import run_cli
 
 pytestmark = pytest.mark.anyio
@@ -67,6 +68,7 @@ def _targets(env: EnvHandle, others: list[EnvHandle], http: int, cdp: int) -> di
         "session_bus": str(Path(_bus(env)).with_name("session")),
         "own_bus": _bus(env),
         "other_buses": "|".join(_bus(o) for o in others),
+        "crowd": str(MAX_CONNECTIONS + 1),
     }
 
 
@@ -126,6 +128,8 @@ async def test_a_contained_agent_reaches_its_own_accessibility_bus_and_nothing_e
         assert bus["address"].startswith(f"unix:path={SOCKETS_IN_SANDBOX}/"), bus
         assert bus["frame"] == FRAME and bus["nodes"] > 10, bus
         assert bus["is_the_channels_app"] is True, bus
+        # the relay holds 8 connections at once and closes the ninth (no fds exhausted)
+        assert probe["crowd"] == ["OK"] * MAX_CONNECTIONS + [""], probe
     if mode == "shared":  # one process, one door: a relay socket for each episode's bus
         assert found[0]["bus"]["address"] != found[1]["bus"]["address"]
 
