@@ -233,8 +233,10 @@ class Door:
         """Relay each connection to the socket ``name`` with ``handler`` (at most
         MAX_CONNECTIONS at once: more are closed at once), until :meth:`close`."""
         path = self._dir / name
-        listener = await anyio.create_unix_listener(path)
-        path.chmod(0o600)
+        try:
+            listener = await anyio.create_unix_listener(path, mode=0o600)
+        except OSError as exc:
+            raise DoorError(f"cannot open the relay socket {path}: {exc.strerror}") from None
         if os.geteuid() == 0:
             os.chown(path, NOBODY, NOBODY)  # the agent runs as nobody
         scope = self._relays[name] = anyio.CancelScope()
