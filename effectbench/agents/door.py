@@ -1,39 +1,56 @@
-"""A contained agent's only way out of its own network: the VNC ports of its episodes.
+"""A contained agent's only way out of its own network: its episodes' VNC ports and
+accessibility buses.
 
-An ``--isolate``d agent on a remote_display episode runs in a network namespace of
-its own (``sandbox.Network``): no loopback port of the host (the product's HTTP port,
-a browser's DevTools, any other service) and no abstract Unix socket (an X server's,
-where a display listens besides its path socket) is reachable from there, and the
-display's path sockets and buses are not mounted. The episode message still names
-``127.0.0.1`` and the episode's VNC port: inside the namespace a small door process
-(``DOOR``, standard-library Python, the sandbox's first program) listens on that port
-and forwards each connection to a Unix socket of the same name in a directory the
-harness mounts read-only, where the harness relays it to the episode's VNC endpoint
-(displays/vnc.py). The harness opens a port before it sends the episode
-(``+PORT`` on the door's control pipe, answered ``PORT`` once it listens) and closes
-it when the episode ends (``-PORT``). The door starts the agent as its child, passes
-on its exit status, and kills it when the harness closes the control pipe.
+An ``--isolate``d agent on a remote_display or desktop episode runs in a network
+namespace of its own (``sandbox.Network``): no loopback port of the host (the product's
+HTTP port, a browser's DevTools, any other service) and no abstract Unix socket (an X
+server's, where a display listens besides its path socket) is reachable from there, and
+the display's path sockets and buses are not mounted. What it may reach is relayed by
+the harness through Unix sockets in one directory, mounted read-only in the sandbox at
+``SOCKETS_IN_SANDBOX``, one socket per way out:
+
+- a VNC port: the episode message still names ``127.0.0.1`` and the episode's port;
+  inside the namespace a small door process (``DOOR``, standard-library Python, the
+  sandbox's first program) listens on that port and forwards each connection to the
+  socket named by the port, which the harness relays to the episode's VNC endpoint
+  (displays/vnc.py). The harness opens a port before it sends the episode (``+PORT``
+  on the door's control pipe, answered ``PORT`` once it listens) and closes it when
+  the episode ends (``-PORT``);
+- an accessibility bus: the episode message's ``desktop`` channel names the bus's
+  socket in the sandbox (``unix:path=/run/effectbench-door/a11y-<n>``), which the
+  harness relays to the display's bus, answering the D-Bus handshake itself
+  (displays/bus_relay.py: the bus admits the harness's user only). The agent connects
+  to the address its channel names, as it would uncontained; nothing else of the
+  display (its X socket, its session bus) is reachable.
+
+The door starts the agent as its child, passes on its exit status, and kills it when
+the harness closes the control pipe.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Final
 
 import anyio
 import anyio.abc
+import attrs
 
 from effectbench.agents.sandbox import NOBODY, Network
-from effectbench.displays.vnc import VncChannel, relay
+from effectbench.displays.bus_relay import relay_bus, unix_path
+from effectbench.displays.desktop import DesktopChannel
+from effectbench.displays.vnc import MAX_CONNECTIONS, VncChannel, relay
 
-__all__ = ["DOOR", "SOCKETS_IN_SANDBOX", "Door", "DoorError"]
+__all__ = ["DOOR", "SOCKETS_IN_SANDBOX", "Door", "DoorError", "walled"]
 
-SOCKETS_IN_SANDBOX: Final = "/run/effectbench-vnc"
+SOCKETS_IN_SANDBOX: Final = "/run/effectbench-door"
 OPEN_TIMEOUT_S: Final = 10.0
 SYSTEM_PYTHON: Final = "/usr/bin/python3"
 
@@ -133,12 +150,24 @@ while True:
 
 
 class DoorError(Exception):
-    """The door did not open an episode's port (it died, or did not answer)."""
+    """The door did not open an episode's way out (it died, did not answer, or the
+    channel names no bus the harness can relay)."""
+
+
+def walled(channels: Mapping[str, str]) -> bool:
+    """Whether a contained agent runs an episode with these channels behind a door: a
+    ``vnc`` or ``desktop`` channel, whose episode needs nothing of the host's network."""
+    vnc = VncChannel.from_channels(channels)
+    return vnc is not None or DesktopChannel.from_channels(channels) is not None
+
+
+Handler = Callable[[anyio.abc.SocketStream], Awaitable[None]]
 
 
 class Door:
     """The harness's side of one contained agent process's door: its control pipes,
-    its socket directory, and a relay per open port."""
+    its socket directory, and a relay per way out (a VNC port, an accessibility bus)
+    of each episode in flight."""
 
     def __init__(self) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="effectbench-door-"))
@@ -147,7 +176,11 @@ class Door:
         self._ctl_out_r, self._ctl_out_w = os.pipe()
         os.set_blocking(self._ctl_out_r, False)
         self._answers = b""
-        self._relays: dict[int, anyio.CancelScope] = {}
+        self._relays: dict[str, anyio.CancelScope] = {}
+        """Each socket's relay, by the socket's name."""
+        self._episodes: dict[str, list[str]] = {}
+        """The sockets opened for each episode in flight."""
+        self._buses = itertools.count(1)
         self._lock = anyio.Lock()
 
     def network(self) -> Network:
@@ -169,38 +202,76 @@ class Door:
             os.close(fd)
         self._ctl_in_r = self._ctl_out_w = -1
 
-    async def open(self, channel: VncChannel, tg: anyio.abc.TaskGroup) -> None:
-        """Let the agent reach ``channel``'s port: a relay from the socket the door
-        forwards to, then the door's listener; returns once the door listens."""
-        port = channel.port
-        path = self._dir / str(port)
-        listener = await anyio.create_unix_listener(path)
+    async def open(
+        self, episode: str, channels: Mapping[str, str], tg: anyio.abc.TaskGroup
+    ) -> dict[str, str]:
+        """Let the agent reach what ``channels`` name (a VNC port, an accessibility
+        bus) for ``episode``; returns once it can, with the channels as the agent sees
+        them (a ``desktop`` channel's bus is its relay's socket in the sandbox)."""
+        opened = self._episodes.setdefault(episode, [])
+        seen = dict(channels)
+        vnc = VncChannel.from_channels(channels)
+        if vnc is not None:
+            name = str(vnc.port)
+            await self._serve(name, _to_vnc(vnc), tg)
+            opened.append(name)
+            await self._tell(b"+%d\n" % vnc.port, vnc.port)
+        desktop = DesktopChannel.from_channels(channels)
+        if desktop is not None:
+            try:
+                path = unix_path(desktop.a11y_bus)
+            except ValueError as exc:
+                raise DoorError(f"the desktop channel's bus cannot be relayed: {exc}") from None
+            name = f"a11y-{next(self._buses)}"
+            await self._serve(name, _to_bus(path), tg)
+            opened.append(name)
+            inside = f"unix:path={SOCKETS_IN_SANDBOX}/{name}"
+            seen.update(attrs.evolve(desktop, a11y_bus=inside).channels())
+        return seen
+
+    async def _serve(self, name: str, handler: Handler, tg: anyio.abc.TaskGroup) -> None:
+        """Relay each connection to the socket ``name`` with ``handler`` (at most
+        MAX_CONNECTIONS at once: more are closed at once), until :meth:`close`."""
+        path = self._dir / name
+        try:
+            listener = await anyio.create_unix_listener(path, mode=0o600)
+        except OSError as exc:
+            raise DoorError(f"cannot open the relay socket {path}: {exc.strerror}") from None
         if os.geteuid() == 0:
             os.chown(path, NOBODY, NOBODY)  # the agent runs as nobody
-        scope = anyio.CancelScope()
-        self._relays[port] = scope
+        scope = self._relays[name] = anyio.CancelScope()
+        live = 0
+
+        async def one(client: anyio.abc.SocketStream) -> None:
+            nonlocal live
+            async with client:
+                if live >= MAX_CONNECTIONS:
+                    return
+                live += 1
+                try:
+                    await handler(client)
+                finally:
+                    live -= 1
 
         async def serve() -> None:
-            async def one(client: anyio.abc.SocketStream) -> None:
-                async with client:
-                    await relay(client, lambda: anyio.connect_tcp(channel.host, port))
-
             with scope:
                 async with listener:
                     await listener.serve(one)
 
         tg.start_soon(serve)
-        await self._tell(b"+%d\n" % port, port)
 
-    async def close(self, port: int) -> None:
-        """The episode is over: the door stops listening on its port, the relay ends."""
-        scope = self._relays.pop(port, None)
-        if scope is not None:
-            scope.cancel()
-        with contextlib.suppress(FileNotFoundError):
-            (self._dir / str(port)).unlink()
-        with contextlib.suppress(DoorError):
-            await self._tell(b"-%d\n" % port, port)
+    async def close(self, episode: str) -> None:
+        """The episode is over: its relays end, their sockets go, the door stops
+        listening on its port."""
+        for name in self._episodes.pop(episode, ()):
+            scope = self._relays.pop(name, None)
+            if scope is not None:
+                scope.cancel()
+            with contextlib.suppress(FileNotFoundError):
+                (self._dir / name).unlink()
+            if name.isdigit():
+                with contextlib.suppress(DoorError):
+                    await self._tell(b"-%s\n" % name.encode(), int(name))
 
     async def _tell(self, line: bytes, port: int) -> None:
         async with self._lock:
@@ -226,9 +297,24 @@ class Door:
         for scope in self._relays.values():
             scope.cancel()
         self._relays.clear()
+        self._episodes.clear()
         for fd in (self._ctl_in_w, self._ctl_out_r, self._ctl_in_r, self._ctl_out_w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._ctl_in_w = self._ctl_out_r = self._ctl_in_r = self._ctl_out_w = -1
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _to_vnc(channel: VncChannel) -> Handler:
+    async def handler(client: anyio.abc.SocketStream) -> None:
+        await relay(client, lambda: anyio.connect_tcp(channel.host, channel.port))
+
+    return handler
+
+
+def _to_bus(path: str) -> Handler:
+    async def handler(client: anyio.abc.SocketStream) -> None:
+        await relay_bus(client, path)
+
+    return handler

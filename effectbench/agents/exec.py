@@ -55,7 +55,7 @@ from effectbench.agents.channel import (
     say_stopped,
     stopped_error,
 )
-from effectbench.agents.door import Door, DoorError
+from effectbench.agents.door import Door, DoorError, walled
 from effectbench.agents.sandbox import Containment
 from effectbench.agents.shots import Shots
 from effectbench.agents.starts import StartWatch
@@ -63,7 +63,6 @@ from effectbench.core.arm import TaskView
 from effectbench.core.errors import ConfigurationError
 from effectbench.core.model import AgentReport
 from effectbench.core.provider import EnvHandle
-from effectbench.displays.vnc import VncChannel
 
 Mode = Literal["shared", "per_episode"]
 Execution = Literal["in_process", "subprocess", "isolated"]
@@ -173,8 +172,9 @@ class ExecArm:
         self._hide: tuple[str, ...] = ()
         self._shared: Channel | None = None
         self._walled: Channel | None = None
-        """The long-lived process for remote_display episodes when contained: in a
-        network of its own whose only way out is its episodes' VNC ports (agents/door.py)."""
+        """The long-lived process for remote_display and desktop episodes when contained:
+        in a network of its own whose only ways out are its episodes' VNC ports and
+        accessibility buses (agents/door.py)."""
         self._starting = anyio.Lock()
         self.stray_lines = 0
         self.processes_started = 0
@@ -296,12 +296,11 @@ class ExecArm:
             f"its program {program} was not found on PATH: install it, or give exec: its path"
         )
 
-    def _walls(self, env: EnvHandle) -> VncChannel | None:
-        """The episode's VNC channel when its agent runs walled in (contained, on a
-        remote_display episode): then it reaches that port and nothing else."""
-        if self.execution != "isolated":
-            return None
-        return VncChannel.from_channels(env.channels)
+    def _walls(self, env: EnvHandle) -> bool:
+        """Whether the episode's agent runs walled in (contained, on a remote_display or
+        desktop episode): then it reaches its VNC port or accessibility bus and nothing
+        else (agents/door.py)."""
+        return self.execution == "isolated" and walled(env.channels)
 
     async def _spawn(
         self, sole: str | None, tg: anyio.abc.TaskGroup, *, walled: bool = False
@@ -413,7 +412,7 @@ class ExecArm:
                 f"arm {self.name!r} runs a long-lived agent process: use it inside "
                 "`async with arm.lifespan():` (the scheduler does this)"
             )
-        conn = await self._shared_conn(walled=self._walls(env) is not None)
+        conn = await self._shared_conn(walled=self._walls(env))
         slot = await self._exchange(conn, task, env, shared=True)
         await _final_shot(slot)
         return outcome(slot)
@@ -423,8 +422,7 @@ class ExecArm:
         slot: Slot | AgentStartFailed
         async with anyio.create_task_group() as tg:
             try:
-                walled = self._walls(env) is not None
-                conn = await self._spawn(task.episode_id, tg, walled=walled)
+                conn = await self._spawn(task.episode_id, tg, walled=self._walls(env))
             except AgentStartFailed as exc:
                 slot = exc
             else:
@@ -448,32 +446,30 @@ class ExecArm:
         shots = Shots(ep, env.telemetry, camera, conn.send, policy)
         slot = conn.pending[ep] = Slot(env.telemetry, shots=shots)
         viewport = None if camera is None else camera.viewport
-        vnc = self._walls(env) if conn.door is not None else None
         try:
             async with anyio.create_task_group() as tg:
                 shots.tg = tg
                 with anyio.move_on_after(budget) as scope:
                     try:
-                        if conn.door is not None and vnc is not None:
-                            await conn.door.open(vnc, tg)
+                        channels: Mapping[str, str] = env.channels
+                        if conn.door is not None:  # the ways out its channels name
+                            channels = await conn.door.open(ep, channels, tg)
                         await conn.send(
-                            protocol.episode_line(
-                                task, env.channels, budget, env.browser_cdp, viewport
-                            )
+                            protocol.episode_line(task, channels, budget, env.browser_cdp, viewport)
                         )
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                         pass  # the process is gone; pump_stdout fails the slot with its exit
                     except DoorError as exc:
-                        slot.finish(error=AgentExited(f"the agent's VNC port did not open: {exc}"))
+                        slot.finish(error=AgentExited(f"the agent's way out did not open: {exc}"))
                     await slot.done.wait()
                 tg.cancel_scope.cancel()
             shots.tg = None
             if scope.cancelled_caught and not slot.done.is_set():
                 slot.finish(error=AgentTimeout(f"the agent sent no report within {budget:g}s"))
         finally:
-            if conn.door is not None and vnc is not None:
+            if conn.door is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_GRACE_S):
-                    await conn.door.close(vnc.port)
+                    await conn.door.close(ep)
             del conn.pending[ep]
             if shared and slot.report is None and conn.alive:
                 await self._cancel(conn, ep, slot)

@@ -24,7 +24,15 @@ import orjson
 
 from effectbench.displays.server import Display
 
-__all__ = ["MAX_CONNECTIONS", "VNC_CHANNEL", "VncChannel", "VncEndpoint", "relay", "serve_vnc"]
+__all__ = [
+    "MAX_CONNECTIONS",
+    "VNC_CHANNEL",
+    "VncChannel",
+    "VncEndpoint",
+    "relay",
+    "serve_vnc",
+    "splice",
+]
 
 VNC_CHANNEL: Final = "vnc"
 LOOPBACK: Final = "127.0.0.1"
@@ -158,7 +166,13 @@ async def relay(
         server = await connect()
     except OSError:
         return  # the display is gone (being reset): the client sees its connection close
-    async with server, anyio.create_task_group() as tg:
+    async with server:
+        await splice(client, server)
+
+
+async def splice(one: anyio.abc.ByteStream, other: anyio.abc.ByteStream) -> None:
+    """Copy bytes both ways between two open streams until either side closes."""
+    async with anyio.create_task_group() as tg:
 
         async def pump(source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -166,5 +180,5 @@ async def relay(
                     await sink.send(chunk)
             tg.cancel_scope.cancel()
 
-        tg.start_soon(pump, client, server)
-        tg.start_soon(pump, server, client)
+        tg.start_soon(pump, one, other)
+        tg.start_soon(pump, other, one)

@@ -5,14 +5,13 @@ agent (tests/agents/vnc_probe_agent.py), per-episode and long-lived."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
 import pytest
+from loopback import loopback_listener
 
 from effectbench.agents import ExecArm
 from effectbench.agents.reference import system_python
@@ -30,21 +29,6 @@ PROBE = Path(__file__).with_name("vnc_probe_agent.py")
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@asynccontextmanager
-async def _listener() -> AsyncIterator[int]:
-    """A loopback port that accepts (standing in for the product's and DevTools')."""
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-
-    async def answer(client: anyio.abc.SocketStream) -> None:
-        async with client:
-            await client.send(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, answer)
-        yield listener.extra(anyio.abc.SocketAttribute.local_port)
-        tg.cancel_scope.cancel()
 
 
 def _task(ep: str, display: Display, http: int, cdp: int) -> TaskView:
@@ -67,8 +51,8 @@ async def _probe(mode: str, *, with_vnc: bool) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     try:
         async with (
-            _listener() as http,
-            _listener() as cdp,
+            loopback_listener() as http,
+            loopback_listener() as cdp,
             arm.lifespan(),
             pool.episode() as one,
             pool.episode() as two,

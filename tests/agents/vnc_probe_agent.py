@@ -14,23 +14,7 @@ import json
 import socket
 import sys
 
-
-def reach_tcp(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=3):
-            return True
-    except OSError:
-        return False
-
-
-def reach_unix(address: str) -> bool:
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.settimeout(3)
-        try:
-            sock.connect(address)
-            return True
-        except OSError:
-            return False
+from reach import reach_tcp, reach_unix, report_found
 
 
 def vnc_greeting(channels: dict[str, str]) -> str:
@@ -60,15 +44,7 @@ def main() -> None:
             "vnc": vnc_greeting(msg["channels"]),
             "channels": sorted(msg["channels"]),
         }
-        report = {
-            "type": "report",
-            "episode_id": msg["episode_id"],
-            "reported_success": False,
-            "halted": True,
-            "message": json.dumps(found),
-        }
-        sys.stdout.write(json.dumps(report) + "\n")
-        sys.stdout.flush()
+        report_found(msg["episode_id"], found)
 
 
 main()
