@@ -23,7 +23,7 @@ import ast
 import fnmatch
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -59,15 +59,24 @@ def absolute_argv(argv: Sequence[str]) -> list[str]:
         if i == 0 and "/" not in arg:
             found = shutil.which(arg)
             out.append(unshimmed(found) if found is not None else arg)
-        elif i == 0 and Path(arg).is_file():
+        elif i == 0 and _exists(arg, Path.is_file):
             out.append(unshimmed(os.path.abspath(arg)))
-        elif arg.startswith("-") or not Path(arg).exists():
+        elif arg.startswith("-") or not _exists(arg, Path.exists):
             out.append(arg)
         elif is_program(i, arg):
             out.append(os.path.abspath(arg))
         else:
             out.append(str(Path(arg).resolve()))
     return out
+
+
+def _exists(arg: str, test: Callable[[Path], bool]) -> bool:
+    """``test`` of ``arg`` as a path; False for an argument no path can be (a script
+    given with ``-c``, longer than a file name may be, or holding a NUL)."""
+    try:
+        return test(Path(arg))
+    except (OSError, ValueError):
+        return False
 
 
 def _system(path: Path) -> bool:
