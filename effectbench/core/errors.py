@@ -23,6 +23,7 @@ classes the package defines, so a new class goes in here or the test fails::
     │   ├── ContainmentUnavailable  agents.exec
     │   ├── DisplayStartError   displays.server
     │   ├── DisplaysUnavailable  displays.tools
+    │   │   └── OcrUnavailable  displays.ocr
     │   ├── LlmNotConfigured    arms.llm
     │   ├── PgConfigError       postgres.server
     │   └── WorkerStartError    executors.dask_worker
@@ -63,8 +64,9 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     │   └── AgentOverBudget     agents.channel
     ├── AgentStartFailed        agents.channel
     └── AgentTimeout            agents.channel
+    BusHandshakeError           displays.bus_relay  a bus relay's handshake failed: that connection closes
     CdpError                    browser.cdp         a DevTools command failed; the proxy handles it
-    DoorError                   agents.door         a VNC port did not open: the agent's failure
+    DoorError                   agents.door         an agent's way out did not open: its failure
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
     LogBudgetExceeded           core.agentlog       an arm past its log budget: the episode fails
     ModelEndpointError          arms.llm.client     the model endpoint failed the arm's episode
