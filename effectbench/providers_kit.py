@@ -14,8 +14,9 @@ run a product for the harness, and did the same three things around their own co
 
 ``ServedRun`` is that skeleton, ``LiveEpisodes`` the registry of episodes not yet torn
 down (so ``stop`` can end them), ``Released`` an episode whose teardown is one function,
-and ``CurrentRun`` the guard around a provider's one run at a time (a second ``start``
-refused, ``stop`` safe to repeat, ``provision`` before ``start`` refused).
+and ``RunGuard`` the guard around a provider's one run at a time (a second ``start``
+refused, ``stop`` safe to repeat, ``provision`` before ``start`` refused), whatever the
+run holds; ``CurrentRun`` is that guard around a bare ``ServedRun``.
 ``ProductProcess`` is a product served by a process of its own (Roundup's
 ``roundup-server``, the ``--product`` scaffold's server): its command line on a free
 port, a readiness probe, death with the harness (``die_with_parent``) and a bounded stop.
@@ -49,6 +50,7 @@ __all__ = [
     "PortTaken",
     "ProductProcess",
     "Released",
+    "RunGuard",
     "ServedRun",
     "Teardown",
     "episode_token",
@@ -71,6 +73,7 @@ class Episodic(Protocol):
 
 
 E = TypeVar("E", bound=Episodic)
+R = TypeVar("R")
 
 
 def episode_token() -> str:
@@ -183,17 +186,57 @@ class ServedRun(Generic[E]):
                 shutil.rmtree(self.root, ignore_errors=True)
 
 
-class CurrentRun(Generic[E]):
-    """A provider's run, one at a time: what ``start``, ``stop`` and ``provision`` guard.
+class RunGuard(Generic[R]):
+    """A provider's run, one at a time, whatever the run holds: what ``start``, ``stop``
+    and ``provision`` guard.
 
-    ``owner`` names the provider in the errors (its class name). ``start`` refuses a
-    second start before ``stop``; ``stop`` ends the run and is a no-op without one, so a
-    second call is safe; ``started`` gives ``provision`` the run and its directory, or
-    refuses when the provider was not started. ``run`` is None outside a run."""
+    ``owner`` names the provider in the errors (its class name). ``begin(open_run)``
+    refuses a second start before the run ends, else awaits ``open_run()`` and holds what
+    it returns (nothing, when it raises); ``end(close_run)`` lets go of the run and awaits
+    ``close_run(run)``, and is a no-op without a run, so a second ``stop`` is safe;
+    ``current()`` gives ``provision`` the run, or refuses when the provider was not
+    started. ``run`` is None outside a run. ``CurrentRun`` is the guard of a bare
+    ``ServedRun``; a provider whose run holds more (MockMed's template, pooled
+    connections or PostgreSQL server) keeps it in one object and guards that."""
 
     def __init__(self, owner: str) -> None:
         self._owner = owner
-        self.run: ServedRun[E] | None = None
+        self.run: R | None = None
+
+    async def begin(self, open_run: Callable[[], Awaitable[R]]) -> R:
+        """``open_run()``'s run, held until ``end``; a RuntimeError while one is held."""
+        if self.run is not None:
+            raise RuntimeError(f"{self._owner}.start() called twice; call stop() first")
+        self.run = run = await open_run()
+        return run
+
+    async def end(self, close_run: Callable[[R], Awaitable[None]]) -> None:
+        """Let go of the run, then ``close_run(run)``; nothing without a run (idempotent)."""
+        run, self.run = self.run, None
+        if run is not None:
+            await close_run(run)
+
+    def current(self) -> R:
+        """The run, for ``provision``; a RuntimeError before ``start``."""
+        run = self.run
+        if run is None:
+            raise self._not_started()
+        return run
+
+    def _not_started(self) -> RuntimeError:
+        return RuntimeError(
+            f"{self._owner}.provision() before start(): call await provider.start() first"
+        )
+
+
+class CurrentRun(RunGuard[ServedRun[E]]):
+    """A provider's run, one at a time, when the run is a ``ServedRun``: ``RunGuard``
+    with ``ServedRun``'s own start and stop.
+
+    ``start`` refuses a second start before ``stop``; ``stop`` ends the run and is a
+    no-op without one, so a second call is safe; ``started`` gives ``provision`` the run
+    and its directory, or refuses when the provider was not started. ``run`` is None
+    outside a run."""
 
     async def start(
         self,
@@ -204,25 +247,26 @@ class CurrentRun(Generic[E]):
         label: str = "HTTP server",
     ) -> ServedRun[E]:
         """``ServedRun.start`` with these arguments, once until ``stop``."""
-        if self.run is not None:
-            raise RuntimeError(f"{self._owner}.start() called twice; call stop() first")
-        self.run = await ServedRun.start(files, prepare=prepare, app=app, label=label)
-        return self.run
+
+        async def open_run() -> ServedRun[E]:
+            return await ServedRun.start(files, prepare=prepare, app=app, label=label)
+
+        return await self.begin(open_run)
 
     async def stop(self, *, before_server: Teardown | None = None) -> None:
         """``ServedRun.stop`` of the run, if there is one; idempotent."""
-        run, self.run = self.run, None
-        if run is not None:
+
+        async def close_run(run: ServedRun[E]) -> None:
             await run.stop(before_server=before_server)
+
+        await self.end(close_run)
 
     def started(self) -> tuple[ServedRun[E], Path]:
         """The run and its directory, for ``provision``; a RuntimeError before ``start``
         (or for a run started without a directory)."""
-        run = self.run
-        if run is None or run.root is None:
-            raise RuntimeError(
-                f"{self._owner}.provision() before start(): call await provider.start() first"
-            )
+        run = self.current()
+        if run.root is None:
+            raise self._not_started()
         return run, run.root
 
     def live(self) -> list[E]:

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from effectbench.core.statedir import RunRoot
-from effectbench.providers_kit import CurrentRun, Released, ServedRun, episode_token
+from effectbench.providers_kit import CurrentRun, Released, RunGuard, ServedRun, episode_token
 
 
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -119,3 +119,43 @@ def test_current_run_allows_one_start_until_stop_and_no_provision_outside_it(
 
     anyio.run(main)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_guard_holds_whatever_a_run_is_one_at_a_time() -> None:
+    """A run that holds more than a ServedRun (MockMed's template and pooled connections):
+    held only once opened, let go before it is closed, refused twice and before start."""
+    said: list[str] = []
+
+    async def main() -> None:
+        guard: RunGuard[dict[str, str]] = RunGuard("PoolProvider")
+        with pytest.raises(RuntimeError, match=r"PoolProvider\.provision\(\) before start\(\)"):
+            guard.current()
+
+        async def fails() -> dict[str, str]:
+            raise ValueError("the server would not start")
+
+        with pytest.raises(ValueError, match="would not start"):
+            await guard.begin(fails)
+        assert guard.run is None  # a failed start holds nothing: the next one may start
+
+        async def opens() -> dict[str, str]:
+            said.append("opened")
+            return {"pool": "connections"}
+
+        run = await guard.begin(opens)
+        assert guard.current() is run
+        with pytest.raises(RuntimeError, match=r"PoolProvider\.start\(\) called twice"):
+            await guard.begin(opens)
+        assert said == ["opened"]
+
+        async def closes(closing: dict[str, str]) -> None:
+            assert guard.run is None  # let go first: a provision now is refused
+            said.append(f"closed {closing['pool']}")
+
+        await guard.end(closes)
+        await guard.end(closes)  # nothing held: a no-op
+        assert said == ["opened", "closed connections"]
+        with pytest.raises(RuntimeError, match="before start"):
+            guard.current()
+
+    anyio.run(main)
