@@ -14,6 +14,7 @@ run a product for the harness, and did the same three things around their own co
 
 ``ServedRun`` is that skeleton, ``LiveEpisodes`` the registry of episodes not yet torn
 down (so ``stop`` can end them), ``Released`` an episode whose teardown is one function,
+``ProxiedEpisode`` one of a product run per episode behind its own fault proxy,
 and ``RunGuard`` the guard around a provider's one run at a time (a second ``start``
 refused, ``stop`` safe to repeat, ``provision`` before ``start`` refused), whatever the
 run holds; ``CurrentRun`` is that guard around a bare ``ServedRun``.
@@ -34,13 +35,19 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
 import anyio
+import anyio.to_thread
 
 from effectbench.core.children import die_with_parent
 from effectbench.core.statedir import RunRoot
 from effectbench.serve import LocalServer
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from effectbench.faults import FaultProxy
 
 __all__ = [
     "TOKEN_BYTES",
@@ -49,9 +56,11 @@ __all__ = [
     "LiveEpisodes",
     "PortTaken",
     "ProductProcess",
+    "ProxiedEpisode",
     "Released",
     "RunGuard",
     "ServedRun",
+    "Stoppable",
     "Teardown",
     "episode_token",
     "free_port",
@@ -95,6 +104,49 @@ class Released:
         self._done = True
         with anyio.CancelScope(shield=True):
             await self._release()
+
+
+class Stoppable(Protocol):
+    """What an episode stops at its end: its fault proxy, its product's process."""
+
+    async def stop(self) -> None: ...
+
+
+P = TypeVar("P", bound=Stoppable)
+
+
+class ProxiedEpisode(Released, Generic[P]):
+    """One episode of a product run per episode behind a fault proxy of its own (Roundup,
+    I Hate Money, the ``--product`` kit): ``proxy``, ``product`` (its process, or what
+    holds it, such as Roundup's ``Tracker``), ``folder`` (the episode's files, when the
+    product does not delete them itself) and ``session``, the HTTP session the provider
+    opens for the episode's driver and readback (None until then).
+
+    The teardown, once and shielded, closes the session, stops the proxy, stops the
+    product and then deletes the folder; the proxy and the product are stopped even when
+    a step before them raised."""
+
+    def __init__(self, proxy: FaultProxy, product: P, folder: Path | None = None) -> None:
+        self.proxy = proxy
+        self.product = product
+        self.folder = folder
+        self.session: aiohttp.ClientSession | None = None
+        super().__init__(self._end)
+
+    async def _end(self) -> None:
+        try:
+            if self.session is not None:
+                await self.session.close()
+        finally:
+            try:
+                await self.proxy.stop()
+            finally:
+                await self.product.stop()
+                if self.folder is not None:
+                    folder = self.folder
+                    await anyio.to_thread.run_sync(
+                        lambda: shutil.rmtree(folder, ignore_errors=True)
+                    )
 
 
 class LiveEpisodes(Generic[E]):

@@ -3,6 +3,8 @@ served on loopback and the live episodes, stopped in one order; over real HTTP a
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,16 @@ import anyio
 import pytest
 
 from effectbench.core.statedir import RunRoot
-from effectbench.providers_kit import CurrentRun, Released, RunGuard, ServedRun, episode_token
+from effectbench.faults import FaultProxy, ProxyPlan
+from effectbench.providers_kit import (
+    CurrentRun,
+    ProductProcess,
+    ProxiedEpisode,
+    Released,
+    RunGuard,
+    ServedRun,
+    episode_token,
+)
 
 
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -157,5 +168,46 @@ def test_run_guard_holds_whatever_a_run_is_one_at_a_time() -> None:
         assert said == ["opened", "closed connections"]
         with pytest.raises(RuntimeError, match="before start"):
             guard.current()
+
+    anyio.run(main)
+
+
+def test_a_proxied_episode_ends_its_session_proxy_product_and_folder_once(
+    tmp_path: Path,
+) -> None:
+    """Roundup's, I Hate Money's and the --product kit's episode: a product process behind
+    its own fault proxy, the arm's session, and its folder; a real one of each."""
+    folder = tmp_path / "ep-1"
+    folder.mkdir()
+
+    async def main() -> None:
+        product = ProductProcess(
+            lambda port: [
+                sys.executable,
+                *("-m", "http.server", str(port), "--bind", "127.0.0.1"),
+                *("--directory", str(folder)),
+            ],
+            ready_path="",
+            log=folder / "product.log",
+            label="file server",
+        )
+        proxy = FaultProxy(product.upstream, ProxyPlan.from_fixture({}), label="its proxy")
+        episode = ProxiedEpisode(proxy, product, folder)
+        await proxy.start()
+        await product.start(on_port=proxy.retarget)
+        site = proxy.base_url
+        session = episode.session = aiohttp.ClientSession()
+        async with session.get(site) as response:
+            assert response.status == 200 and "product.log" in await response.text()
+        pid = product.pid
+        assert pid is not None
+
+        await episode.teardown()
+        assert session.closed and product.pid is None and not folder.exists()
+        with pytest.raises(ProcessLookupError):  # stopped and reaped
+            os.kill(pid, 0)
+        with pytest.raises(aiohttp.ClientConnectionError):  # the proxy no longer listens
+            await _get(site)
+        await episode.teardown()  # once: a second call does nothing
 
     anyio.run(main)

@@ -29,7 +29,7 @@ from effectbench.provider import (
     ProvisionedEpisode,
     Telemetry,
 )
-from effectbench.providers_kit import CurrentRun
+from effectbench.providers_kit import CurrentRun, ProxiedEpisode
 from effectbench_roundup.tasks import TASKS
 from effectbench_roundup.tracker import NAME, Tracker, build_pristine
 
@@ -44,31 +44,6 @@ STARTS_AT_ONCE: Final = 4
 page render); on 2 cores, 32 at once made every one of them miss its deadline."""
 USER: Final = "helpdesk"
 PASSWORD: Final = "helpdesk-pw"
-
-
-class _Episode:
-    """One episode's proxy, tracker and HTTP session; ``teardown`` is idempotent."""
-
-    def __init__(self, proxy: FaultProxy, tracker: Tracker) -> None:
-        self.proxy = proxy
-        self.tracker = tracker
-        self.session: object | None = None
-        self._done = False
-
-    async def teardown(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        with anyio.CancelScope(shield=True):
-            try:
-                close = getattr(self.session, "close", None)
-                if close is not None:
-                    await close()
-            finally:
-                try:
-                    await self.proxy.stop()
-                finally:
-                    await self.tracker.stop()
 
 
 class RoundupProvider:
@@ -88,7 +63,7 @@ class RoundupProvider:
     ) -> None:
         self._files = RunRoot("roundup", tmp_root, old_env=TMPDIR_ENV)
         self._http_timeout_s = http_timeout_s
-        self._current: CurrentRun[_Episode] = CurrentRun(type(self).__name__)
+        self._current: CurrentRun[ProxiedEpisode[Tracker]] = CurrentRun(type(self).__name__)
         self._starting: anyio.Semaphore | None = None
 
     def use_state_dir(self, path: Path) -> None:
@@ -107,7 +82,7 @@ class RoundupProvider:
 
     def live_pids(self) -> list[int]:
         """The live episodes' roundup-server pids (for tests and the bench)."""
-        return [p for e in self._current.live() if (p := e.tracker.pid) is not None]
+        return [p for e in self._current.live() if (p := e.product.pid) is not None]
 
     async def start(self) -> None:
         async def prepare(root: Path) -> None:
@@ -137,7 +112,7 @@ class RoundupProvider:
             label="Roundup fault proxy",
             base_path=f"{NAME}/",
         )
-        episode = _Episode(proxy, tracker)
+        episode = ProxiedEpisode(proxy, tracker)
         teardown = served.live.add(key, episode)
         try:
             await proxy.start()
