@@ -8,7 +8,8 @@ run a product for the harness, and did the same three things around their own co
   product served from the harness's process, its ASGI app on a loopback socket
   (``effectbench.serve.LocalServer``); a failure on the way deletes the directory.
 - ``provision``: an unguessable token per episode, the episode's URL on the shared
-  server (``/e/<token>/``), and the episode registered as live.
+  server (``/e/<token>/``), its channels from the task's fixture (``episode_channels``),
+  and the episode registered as live.
 - ``stop``: every live episode torn down, then what the episodes shared (pooled HTTP
   connections), then the server, then the run directory.
 
@@ -41,12 +42,14 @@ import anyio
 import anyio.to_thread
 
 from effectbench.core.children import die_with_parent
+from effectbench.core.provider import Alternatives
 from effectbench.core.statedir import RunRoot
 from effectbench.serve import LocalServer
 
 if TYPE_CHECKING:
     import aiohttp
 
+    from effectbench.core.model import TaskSpec
     from effectbench.faults import FaultProxy
 
 __all__ = [
@@ -62,6 +65,7 @@ __all__ = [
     "ServedRun",
     "Stoppable",
     "Teardown",
+    "episode_channels",
     "episode_token",
     "free_port",
     "fresh_copy",
@@ -324,6 +328,19 @@ class CurrentRun(RunGuard[ServedRun[E]]):
     def live(self) -> list[E]:
         """The run's live episodes (none outside a run)."""
         return [] if self.run is None else self.run.live.values()
+
+
+def episode_channels(task: TaskSpec, base_url: str) -> dict[str, str]:
+    """An episode's channels from its task's fixture: ``base_url``, and the confusable
+    records and valid values the task offers (the ``confusable`` and ``alternatives``
+    fixture keys, JSON as ``Alternatives.channels()`` writes it; one empty or ``{}`` is
+    left out)."""
+    channels = {"base_url": base_url}
+    for name in (Alternatives.RECORDS_CHANNEL, Alternatives.VALUES_CHANNEL):
+        offered = task.fixture.get(name)
+        if isinstance(offered, str) and offered not in ("", "{}"):
+            channels[name] = offered
+    return channels
 
 
 def free_port() -> int:

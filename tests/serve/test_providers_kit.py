@@ -10,10 +10,13 @@ from typing import Any
 
 import aiohttp
 import anyio
+import attrs
 import pytest
+from effectbench_mockmed import TASKS
 
 from effectbench.core.statedir import RunRoot
 from effectbench.faults import FaultProxy, ProxyPlan
+from effectbench.provider import Alternatives
 from effectbench.providers_kit import (
     CurrentRun,
     ProductProcess,
@@ -21,6 +24,7 @@ from effectbench.providers_kit import (
     Released,
     RunGuard,
     ServedRun,
+    episode_channels,
     episode_token,
 )
 
@@ -211,3 +215,17 @@ def test_a_proxied_episode_ends_its_session_proxy_product_and_folder_once(
         await episode.teardown()  # once: a second call does nothing
 
     anyio.run(main)
+
+
+def test_episode_channels_carry_what_the_task_offers_and_nothing_empty() -> None:
+    offered = Alternatives(records={"id": "3"}, values={"priority": ("low", "urgent")})
+    task = attrs.evolve(TASKS[0], fixture={"mode": "ok", **offered.channels()})
+    assert episode_channels(task, "http://127.0.0.1:8123/e/t/") == {
+        "base_url": "http://127.0.0.1:8123/e/t/",
+        "confusable": '{"id":"3"}',
+        "alternatives": '{"priority":["low","urgent"]}',
+    }
+    for nothing in ("", "{}", 3, None):
+        bare = attrs.evolve(TASKS[0], fixture={"confusable": nothing, "alternatives": nothing})
+        assert episode_channels(bare, "http://h/") == {"base_url": "http://h/"}
+    assert Alternatives.from_channels(episode_channels(task, "http://h/")) == offered

@@ -25,8 +25,8 @@ from effectbench.model import TaskSpec
 from effectbench.oracles.digest import SnapshotScope
 from effectbench.oracles.sqlite import SqliteAllTablesOracle
 from effectbench.oracles.sqlite_store import SqliteStore
-from effectbench.provider import Alternatives, EnvHandle, ProvisionedEpisode, Telemetry
-from effectbench.providers_kit import CurrentRun, ProxiedEpisode
+from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.providers_kit import CurrentRun, ProxiedEpisode, episode_channels
 from effectbench_ihatemoney.ledger import Ledger, build_pristine
 from effectbench_ihatemoney.seed import PROJECT, PROJECT_PASSWORD
 from effectbench_ihatemoney.tasks import PLANT, TASKS
@@ -79,16 +79,6 @@ class _Episode(ProxiedEpisode[Ledger]):
 async def _seed_pristine(root: Path) -> None:
     """The run's one pristine ledger, which every episode copies."""
     await anyio.to_thread.run_sync(build_pristine, root / "pristine")
-
-
-def _channels(task: TaskSpec, base: str) -> dict[str, str]:
-    """The project's URL, and the confusable records and valid values the task offers."""
-    channels = {"base_url": base}
-    for name in (Alternatives.RECORDS_CHANNEL, Alternatives.VALUES_CHANNEL):
-        offered = task.fixture.get(name)
-        if isinstance(offered, str) and offered not in ("", "{}"):
-            channels[name] = offered
-    return channels
 
 
 class IHateMoneyProvider:
@@ -151,7 +141,7 @@ class IHateMoneyProvider:
         ledger = episode.ledger
         return ProvisionedEpisode(
             env=EnvHandle(
-                channels=_channels(task, http.base),
+                channels=episode_channels(task, http.base),
                 telemetry=telemetry,
                 driver=LedgerDriver(http, telemetry),
                 verifier=LedgerReadback(http),

@@ -24,12 +24,11 @@ from effectbench.faults import FaultProxy, ProxyPlan
 from effectbench.model import TaskSpec
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import (
-    Alternatives,
     EnvHandle,
     ProvisionedEpisode,
     Telemetry,
 )
-from effectbench.providers_kit import CurrentRun, ProxiedEpisode
+from effectbench.providers_kit import CurrentRun, ProxiedEpisode, episode_channels
 from effectbench_roundup.tasks import TASKS
 from effectbench_roundup.tracker import NAME, Tracker, build_pristine
 
@@ -133,13 +132,8 @@ class RoundupProvider:
             raise
         browser = _Browser(session, web, USER, PASSWORD)
         telemetry = Telemetry()
-        channels = {"base_url": web}
-        for name in (Alternatives.RECORDS_CHANNEL, Alternatives.VALUES_CHANNEL):
-            offered = task.fixture.get(name)
-            if isinstance(offered, str) and offered not in ("", "{}"):
-                channels[name] = offered
         env = EnvHandle(
-            channels=channels,
+            channels=episode_channels(task, web),
             telemetry=telemetry,
             driver=TrackerDriver(browser, telemetry),
             verifier=IssueReadback(browser),
