@@ -8,14 +8,17 @@ run a product for the harness, and did the same three things around their own co
   product served from the harness's process, its ASGI app on a loopback socket
   (``effectbench.serve.LocalServer``); a failure on the way deletes the directory.
 - ``provision``: an unguessable token per episode, the episode's URL on the shared
-  server (``/e/<token>/``), and the episode registered as live.
+  server (``/e/<token>/``), its channels from the task's fixture (``episode_channels``),
+  and the episode registered as live.
 - ``stop``: every live episode torn down, then what the episodes shared (pooled HTTP
   connections), then the server, then the run directory.
 
 ``ServedRun`` is that skeleton, ``LiveEpisodes`` the registry of episodes not yet torn
 down (so ``stop`` can end them), ``Released`` an episode whose teardown is one function,
-and ``CurrentRun`` the guard around a provider's one run at a time (a second ``start``
-refused, ``stop`` safe to repeat, ``provision`` before ``start`` refused).
+``ProxiedEpisode`` one of a product run per episode behind its own fault proxy,
+and ``RunGuard`` the guard around a provider's one run at a time (a second ``start``
+refused, ``stop`` safe to repeat, ``provision`` before ``start`` refused), whatever the
+run holds; ``CurrentRun`` is that guard around a bare ``ServedRun``.
 ``ProductProcess`` is a product served by a process of its own (Roundup's
 ``roundup-server``, the ``--product`` scaffold's server): its command line on a free
 port, a readiness probe, death with the harness (``die_with_parent``) and a bounded stop.
@@ -33,13 +36,21 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
 import anyio
+import anyio.to_thread
 
 from effectbench.core.children import die_with_parent
+from effectbench.core.provider import Alternatives
 from effectbench.core.statedir import RunRoot
 from effectbench.serve import LocalServer
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from effectbench.core.model import TaskSpec
+    from effectbench.faults import FaultProxy
 
 __all__ = [
     "TOKEN_BYTES",
@@ -48,9 +59,13 @@ __all__ = [
     "LiveEpisodes",
     "PortTaken",
     "ProductProcess",
+    "ProxiedEpisode",
     "Released",
+    "RunGuard",
     "ServedRun",
+    "Stoppable",
     "Teardown",
+    "episode_channels",
     "episode_token",
     "free_port",
     "fresh_copy",
@@ -71,6 +86,7 @@ class Episodic(Protocol):
 
 
 E = TypeVar("E", bound=Episodic)
+R = TypeVar("R")
 
 
 def episode_token() -> str:
@@ -92,6 +108,49 @@ class Released:
         self._done = True
         with anyio.CancelScope(shield=True):
             await self._release()
+
+
+class Stoppable(Protocol):
+    """What an episode stops at its end: its fault proxy, its product's process."""
+
+    async def stop(self) -> None: ...
+
+
+P = TypeVar("P", bound=Stoppable)
+
+
+class ProxiedEpisode(Released, Generic[P]):
+    """One episode of a product run per episode behind a fault proxy of its own (Roundup,
+    I Hate Money, the ``--product`` kit): ``proxy``, ``product`` (its process, or what
+    holds it, such as Roundup's ``Tracker``), ``folder`` (the episode's files, when the
+    product does not delete them itself) and ``session``, the HTTP session the provider
+    opens for the episode's driver and readback (None until then).
+
+    The teardown, once and shielded, closes the session, stops the proxy, stops the
+    product and then deletes the folder; the proxy and the product are stopped even when
+    a step before them raised."""
+
+    def __init__(self, proxy: FaultProxy, product: P, folder: Path | None = None) -> None:
+        self.proxy = proxy
+        self.product = product
+        self.folder = folder
+        self.session: aiohttp.ClientSession | None = None
+        super().__init__(self._end)
+
+    async def _end(self) -> None:
+        try:
+            if self.session is not None:
+                await self.session.close()
+        finally:
+            try:
+                await self.proxy.stop()
+            finally:
+                await self.product.stop()
+                if self.folder is not None:
+                    folder = self.folder
+                    await anyio.to_thread.run_sync(
+                        lambda: shutil.rmtree(folder, ignore_errors=True)
+                    )
 
 
 class LiveEpisodes(Generic[E]):
@@ -183,17 +242,57 @@ class ServedRun(Generic[E]):
                 shutil.rmtree(self.root, ignore_errors=True)
 
 
-class CurrentRun(Generic[E]):
-    """A provider's run, one at a time: what ``start``, ``stop`` and ``provision`` guard.
+class RunGuard(Generic[R]):
+    """A provider's run, one at a time, whatever the run holds: what ``start``, ``stop``
+    and ``provision`` guard.
 
-    ``owner`` names the provider in the errors (its class name). ``start`` refuses a
-    second start before ``stop``; ``stop`` ends the run and is a no-op without one, so a
-    second call is safe; ``started`` gives ``provision`` the run and its directory, or
-    refuses when the provider was not started. ``run`` is None outside a run."""
+    ``owner`` names the provider in the errors (its class name). ``begin(open_run)``
+    refuses a second start before the run ends, else awaits ``open_run()`` and holds what
+    it returns (nothing, when it raises); ``end(close_run)`` lets go of the run and awaits
+    ``close_run(run)``, and is a no-op without a run, so a second ``stop`` is safe;
+    ``current()`` gives ``provision`` the run, or refuses when the provider was not
+    started. ``run`` is None outside a run. ``CurrentRun`` is the guard of a bare
+    ``ServedRun``; a provider whose run holds more (MockMed's template, pooled
+    connections or PostgreSQL server) keeps it in one object and guards that."""
 
     def __init__(self, owner: str) -> None:
         self._owner = owner
-        self.run: ServedRun[E] | None = None
+        self.run: R | None = None
+
+    async def begin(self, open_run: Callable[[], Awaitable[R]]) -> R:
+        """``open_run()``'s run, held until ``end``; a RuntimeError while one is held."""
+        if self.run is not None:
+            raise RuntimeError(f"{self._owner}.start() called twice; call stop() first")
+        self.run = run = await open_run()
+        return run
+
+    async def end(self, close_run: Callable[[R], Awaitable[None]]) -> None:
+        """Let go of the run, then ``close_run(run)``; nothing without a run (idempotent)."""
+        run, self.run = self.run, None
+        if run is not None:
+            await close_run(run)
+
+    def current(self) -> R:
+        """The run, for ``provision``; a RuntimeError before ``start``."""
+        run = self.run
+        if run is None:
+            raise self._not_started()
+        return run
+
+    def _not_started(self) -> RuntimeError:
+        return RuntimeError(
+            f"{self._owner}.provision() before start(): call await provider.start() first"
+        )
+
+
+class CurrentRun(RunGuard[ServedRun[E]]):
+    """A provider's run, one at a time, when the run is a ``ServedRun``: ``RunGuard``
+    with ``ServedRun``'s own start and stop.
+
+    ``start`` refuses a second start before ``stop``; ``stop`` ends the run and is a
+    no-op without one, so a second call is safe; ``started`` gives ``provision`` the run
+    and its directory, or refuses when the provider was not started. ``run`` is None
+    outside a run."""
 
     async def start(
         self,
@@ -204,30 +303,44 @@ class CurrentRun(Generic[E]):
         label: str = "HTTP server",
     ) -> ServedRun[E]:
         """``ServedRun.start`` with these arguments, once until ``stop``."""
-        if self.run is not None:
-            raise RuntimeError(f"{self._owner}.start() called twice; call stop() first")
-        self.run = await ServedRun.start(files, prepare=prepare, app=app, label=label)
-        return self.run
+
+        async def open_run() -> ServedRun[E]:
+            return await ServedRun.start(files, prepare=prepare, app=app, label=label)
+
+        return await self.begin(open_run)
 
     async def stop(self, *, before_server: Teardown | None = None) -> None:
         """``ServedRun.stop`` of the run, if there is one; idempotent."""
-        run, self.run = self.run, None
-        if run is not None:
+
+        async def close_run(run: ServedRun[E]) -> None:
             await run.stop(before_server=before_server)
+
+        await self.end(close_run)
 
     def started(self) -> tuple[ServedRun[E], Path]:
         """The run and its directory, for ``provision``; a RuntimeError before ``start``
         (or for a run started without a directory)."""
-        run = self.run
-        if run is None or run.root is None:
-            raise RuntimeError(
-                f"{self._owner}.provision() before start(): call await provider.start() first"
-            )
+        run = self.current()
+        if run.root is None:
+            raise self._not_started()
         return run, run.root
 
     def live(self) -> list[E]:
         """The run's live episodes (none outside a run)."""
         return [] if self.run is None else self.run.live.values()
+
+
+def episode_channels(task: TaskSpec, base_url: str) -> dict[str, str]:
+    """An episode's channels from its task's fixture: ``base_url``, and the confusable
+    records and valid values the task offers (the ``confusable`` and ``alternatives``
+    fixture keys, JSON as ``Alternatives.channels()`` writes it; one empty or ``{}`` is
+    left out)."""
+    channels = {"base_url": base_url}
+    for name in (Alternatives.RECORDS_CHANNEL, Alternatives.VALUES_CHANNEL):
+        offered = task.fixture.get(name)
+        if isinstance(offered, str) and offered not in ("", "{}"):
+            channels[name] = offered
+    return channels
 
 
 def free_port() -> int:

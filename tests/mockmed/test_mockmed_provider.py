@@ -319,10 +319,12 @@ async def test_teardown_removes_files_and_is_idempotent(
 
 async def test_stop_tears_down_what_is_left(tmp_path: Path) -> None:
     p = MockMedProvider(tmp_root=tmp_path)
-    with pytest.raises(RuntimeError, match="start"):
+    with pytest.raises(RuntimeError, match=r"MockMedProvider\.provision\(\) before start\(\)"):
         await p.provision(task("ok"), 0, {})
     await p.start()
     try:
+        with pytest.raises(RuntimeError, match=r"MockMedProvider\.start\(\) called twice"):
+            await p.start()
         with pytest.raises(ValueError, match="not a MockMed mode"):
             await p.provision(attrs.evolve(task("ok"), fixture={"mode": "chaos"}), 0, {})
         bad_seed = attrs.evolve(task("ok"), initial_state={"encounters": ({"colour": "red"},)})

@@ -3,15 +3,30 @@ served on loopback and the live episodes, stopped in one order; over real HTTP a
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import anyio
+import attrs
 import pytest
+from effectbench_mockmed import TASKS
 
 from effectbench.core.statedir import RunRoot
-from effectbench.providers_kit import CurrentRun, Released, ServedRun, episode_token
+from effectbench.faults import FaultProxy, ProxyPlan
+from effectbench.provider import Alternatives
+from effectbench.providers_kit import (
+    CurrentRun,
+    ProductProcess,
+    ProxiedEpisode,
+    Released,
+    RunGuard,
+    ServedRun,
+    episode_channels,
+    episode_token,
+)
 
 
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -119,3 +134,98 @@ def test_current_run_allows_one_start_until_stop_and_no_provision_outside_it(
 
     anyio.run(main)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_guard_holds_whatever_a_run_is_one_at_a_time() -> None:
+    """A run that holds more than a ServedRun (MockMed's template and pooled connections):
+    held only once opened, let go before it is closed, refused twice and before start."""
+    said: list[str] = []
+
+    async def main() -> None:
+        guard: RunGuard[dict[str, str]] = RunGuard("PoolProvider")
+        with pytest.raises(RuntimeError, match=r"PoolProvider\.provision\(\) before start\(\)"):
+            guard.current()
+
+        async def fails() -> dict[str, str]:
+            raise ValueError("the server would not start")
+
+        with pytest.raises(ValueError, match="would not start"):
+            await guard.begin(fails)
+        assert guard.run is None  # a failed start holds nothing: the next one may start
+
+        async def opens() -> dict[str, str]:
+            said.append("opened")
+            return {"pool": "connections"}
+
+        run = await guard.begin(opens)
+        assert guard.current() is run
+        with pytest.raises(RuntimeError, match=r"PoolProvider\.start\(\) called twice"):
+            await guard.begin(opens)
+        assert said == ["opened"]
+
+        async def closes(closing: dict[str, str]) -> None:
+            assert guard.run is None  # let go first: a provision now is refused
+            said.append(f"closed {closing['pool']}")
+
+        await guard.end(closes)
+        await guard.end(closes)  # nothing held: a no-op
+        assert said == ["opened", "closed connections"]
+        with pytest.raises(RuntimeError, match="before start"):
+            guard.current()
+
+    anyio.run(main)
+
+
+def test_a_proxied_episode_ends_its_session_proxy_product_and_folder_once(
+    tmp_path: Path,
+) -> None:
+    """Roundup's, I Hate Money's and the --product kit's episode: a product process behind
+    its own fault proxy, the arm's session, and its folder; a real one of each."""
+    folder = tmp_path / "ep-1"
+    folder.mkdir()
+
+    async def main() -> None:
+        product = ProductProcess(
+            lambda port: [
+                sys.executable,
+                *("-m", "http.server", str(port), "--bind", "127.0.0.1"),
+                *("--directory", str(folder)),
+            ],
+            ready_path="",
+            log=folder / "product.log",
+            label="file server",
+        )
+        proxy = FaultProxy(product.upstream, ProxyPlan.from_fixture({}), label="its proxy")
+        episode = ProxiedEpisode(proxy, product, folder)
+        await proxy.start()
+        await product.start(on_port=proxy.retarget)
+        site = proxy.base_url
+        session = episode.session = aiohttp.ClientSession()
+        async with session.get(site) as response:
+            assert response.status == 200 and "product.log" in await response.text()
+        pid = product.pid
+        assert pid is not None
+
+        await episode.teardown()
+        assert session.closed and product.pid is None and not folder.exists()
+        with pytest.raises(ProcessLookupError):  # stopped and reaped
+            os.kill(pid, 0)
+        with pytest.raises(aiohttp.ClientConnectionError):  # the proxy no longer listens
+            await _get(site)
+        await episode.teardown()  # once: a second call does nothing
+
+    anyio.run(main)
+
+
+def test_episode_channels_carry_what_the_task_offers_and_nothing_empty() -> None:
+    offered = Alternatives(records={"id": "3"}, values={"priority": ("low", "urgent")})
+    task = attrs.evolve(TASKS[0], fixture={"mode": "ok", **offered.channels()})
+    assert episode_channels(task, "http://127.0.0.1:8123/e/t/") == {
+        "base_url": "http://127.0.0.1:8123/e/t/",
+        "confusable": '{"id":"3"}',
+        "alternatives": '{"priority":["low","urgent"]}',
+    }
+    for nothing in ("", "{}", 3, None):
+        bare = attrs.evolve(TASKS[0], fixture={"confusable": nothing, "alternatives": nothing})
+        assert episode_channels(bare, "http://h/") == {"base_url": "http://h/"}
+    assert Alternatives.from_channels(episode_channels(task, "http://h/")) == offered

@@ -25,15 +25,13 @@ from effectbench.model import TaskSpec
 from effectbench.oracles.digest import SnapshotScope
 from effectbench.oracles.sqlite import SqliteAllTablesOracle
 from effectbench.oracles.sqlite_store import SqliteStore
-from effectbench.provider import Alternatives, EnvHandle, ProvisionedEpisode, Telemetry
-from effectbench.providers_kit import CurrentRun, Released
+from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
+from effectbench.providers_kit import CurrentRun, ProxiedEpisode, episode_channels
 from effectbench_ihatemoney.ledger import Ledger, build_pristine
 from effectbench_ihatemoney.seed import PROJECT, PROJECT_PASSWORD
 from effectbench_ihatemoney.tasks import PLANT, TASKS
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from effectbench_ihatemoney.client import Session
 
 __all__ = ["IHateMoneyProvider"]
@@ -45,18 +43,21 @@ STARTS_AT_ONCE: Final = 4
 the migration check); on 2 cores more at once only makes each one slower."""
 
 
-class _Episode(Released):
+class _Episode(ProxiedEpisode[Ledger]):
     """One episode's ledger, the fault proxy in front of it and the arm's HTTP session."""
 
     def __init__(self, root: Path, task: TaskSpec) -> None:
-        self.ledger = Ledger(root / "pristine", root / f"ep-{secrets.token_hex(8)}")
-        self.proxy = FaultProxy(
-            self.ledger.server.upstream,
+        ledger = Ledger(root / "pristine", root / f"ep-{secrets.token_hex(8)}")
+        proxy = FaultProxy(
+            ledger.server.upstream,
             ProxyPlan.from_fixture(task.fixture),
             label="I Hate Money fault proxy",
         )
-        self._session: aiohttp.ClientSession | None = None
-        super().__init__(self._release)
+        super().__init__(proxy, ledger)
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.product
 
     async def open(self, starting: anyio.Semaphore, timeout_s: float, plant: str | None) -> Session:
         """Proxy first (its URL is the site the arm is given), then the ledger behind it."""
@@ -67,37 +68,17 @@ class _Episode(Released):
         await self.proxy.start()
         async with starting:
             await self.ledger.start(on_port=self.proxy.retarget, plant=plant)
-        self._session = aiohttp.ClientSession(
+        self.session = aiohttp.ClientSession(
             cookie_jar=aiohttp.CookieJar(unsafe=True),  # the site is an IP address
             timeout=aiohttp.ClientTimeout(total=timeout_s),
             trust_env=False,
         )
-        return Session(self._session, self.proxy.base_url, PROJECT, PROJECT_PASSWORD)
-
-    async def _release(self) -> None:
-        try:
-            if self._session is not None:
-                await self._session.close()
-        finally:
-            try:
-                await self.proxy.stop()
-            finally:
-                await self.ledger.stop()
+        return Session(self.session, self.proxy.base_url, PROJECT, PROJECT_PASSWORD)
 
 
 async def _seed_pristine(root: Path) -> None:
     """The run's one pristine ledger, which every episode copies."""
     await anyio.to_thread.run_sync(build_pristine, root / "pristine")
-
-
-def _channels(task: TaskSpec, base: str) -> dict[str, str]:
-    """The project's URL, and the confusable records and valid values the task offers."""
-    channels = {"base_url": base}
-    for name in (Alternatives.RECORDS_CHANNEL, Alternatives.VALUES_CHANNEL):
-        offered = task.fixture.get(name)
-        if isinstance(offered, str) and offered not in ("", "{}"):
-            channels[name] = offered
-    return channels
 
 
 class IHateMoneyProvider:
@@ -160,7 +141,7 @@ class IHateMoneyProvider:
         ledger = episode.ledger
         return ProvisionedEpisode(
             env=EnvHandle(
-                channels=_channels(task, http.base),
+                channels=episode_channels(task, http.base),
                 telemetry=telemetry,
                 driver=LedgerDriver(http, telemetry),
                 verifier=LedgerReadback(http),

@@ -34,7 +34,7 @@ from effectbench.model import (
 )
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import EnvHandle, ProvisionedEpisode, Telemetry
-from effectbench.providers_kit import ServedRun, episode_token
+from effectbench.providers_kit import RunGuard, ServedRun, episode_token
 from effectbench_mockmed.diff_product import (
     FAULTS,
     ChartReadback,
@@ -198,6 +198,9 @@ class _Running:
     stores: dict[str, ChartStore]
     connections: Connections
 
+    async def stop(self) -> None:
+        await self.served.stop(before_server=self.connections.close)
+
 
 class MockMedDiffProvider:
     """The diff pack over real HTTP and one SQLite chart per episode (and per twin)."""
@@ -207,7 +210,7 @@ class MockMedDiffProvider:
 
     def __init__(self, *, tmp_root: Path | None = None) -> None:
         self._root = RunRoot("mockmed-diff", tmp_root, old_env=TMPDIR_ENV)
-        self._running: _Running | None = None
+        self._current: RunGuard[_Running] = RunGuard("MockMedDiffProvider")
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root (as MockMedProvider: a killed run's charts go with it)."""
@@ -217,8 +220,9 @@ class MockMedDiffProvider:
         return TASKS
 
     async def start(self) -> None:
-        if self._running is not None:
-            raise RuntimeError("MockMedDiffProvider.start() called twice; call stop() first")
+        await self._current.begin(self._open_run)
+
+    async def _open_run(self) -> _Running:
         from effectbench_mockmed.client import Connections
 
         async def prepare(root: Path) -> None:
@@ -229,23 +233,17 @@ class MockMedDiffProvider:
             self._root, prepare=prepare, app=build_app(stores), label="MockMed's chart server"
         )
         assert served.root is not None
-        self._running = _Running(served, served.root / "template.db", stores, Connections())
+        return _Running(served, served.root / "template.db", stores, Connections())
 
     async def stop(self) -> None:
-        running, self._running = self._running, None
-        if running is not None:
-            await running.served.stop(before_server=running.connections.close)
+        await self._current.end(_Running.stop)
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
     ) -> ProvisionedEpisode:
         """A fresh chart from the template with the task's fault; a reference-mode task's
         twin is just another provision of the same task and trial."""
-        running = self._running
-        if running is None:
-            raise RuntimeError(
-                "MockMedDiffProvider.provision() before start(): call await provider.start() first"
-            )
+        running = self._current.current()
         from effectbench_mockmed.diff_product import ChartDriver
 
         mode = fixture_mode(task, FAULTS, "chart")

@@ -29,7 +29,7 @@ import attrs
 
 from effectbench.model import Category, TaskSpec
 from effectbench.provider import ProvisionedEpisode
-from effectbench.providers_kit import ServedRun, episode_token
+from effectbench.providers_kit import RunGuard, ServedRun, episode_token
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.episode import Episode, http_env, mode_fault
 from effectbench_mockmed.faults import FAULTS, Fault
@@ -148,7 +148,7 @@ class MockMedPgProvider:
         self._pg_root = pg_root
         self._pg_name: str | None = None
         self._http_timeout_s = http_timeout_s
-        self._running: _Running | None = None
+        self._current: RunGuard[_Running] = RunGuard(type(self).__name__)
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root: the embedded server lives there (``pg/``), so the
@@ -184,8 +184,9 @@ class MockMedPgProvider:
             await check_server(dsn)
 
     async def start(self) -> None:
-        if self._running is not None:
-            raise RuntimeError(f"{type(self).__name__}.start() called twice; call stop() first")
+        await self._current.begin(self._open_run)
+
+    async def _open_run(self) -> _Running:
         from effectbench.postgres.databases import PgRun
         from effectbench.postgres.pool import DatabasePool
         from effectbench.postgres.server import EmbeddedServer, check_server
@@ -213,7 +214,7 @@ class MockMedPgProvider:
                 if embedded is not None:
                     await anyio.to_thread.run_sync(embedded.stop)
             raise
-        self._running = _Running(run, pool, embedded, episodes, served, Connections())
+        return _Running(run, pool, embedded, episodes, served, Connections())
 
     async def _build_template(self, conn: Any) -> None:
         schema = self.pack.schema
@@ -225,37 +226,38 @@ class MockMedPgProvider:
     @property
     def run_id(self) -> str | None:
         """The id in this run's database and role names (while running)."""
-        return None if self._running is None else self._running.run.run_id
+        running = self._current.run
+        return None if running is None else running.run.run_id
 
     @property
     def base_url(self) -> str | None:
-        return None if self._running is None else self._running.served.base_url
+        running = self._current.run
+        return None if running is None else running.served.base_url
 
     def services(self) -> Sequence[Service]:
         """The embedded server, for the harness to watch and restart (a user's server
         given by DSN is the user's to keep up)."""
-        running = self._running
+        running = self._current.run
         if running is None or running.embedded is None:
             return []
         return [_EmbeddedPg(self._embedded, self._restart)]
 
     def _embedded(self) -> EmbeddedServer | None:
-        return None if self._running is None else self._running.embedded
+        running = self._current.run
+        return None if running is None else running.embedded
 
     async def _restart(self) -> None:
         """After the embedded server died: drop what ran on it (its connections, product
         server and directory; their errors are the dead server's), then start afresh."""
-        running, self._running = self._running, None
-        if running is not None:
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await self._stop_running(running, lost=True)
+        await self._current.end(self._drop_lost)
         await self.start()
 
+    async def _drop_lost(self, running: _Running) -> None:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await self._stop_running(running, lost=True)
+
     async def stop(self) -> None:
-        running, self._running = self._running, None
-        if running is None:
-            return
-        await self._stop_running(running)
+        await self._current.end(self._stop_running)
 
     async def _stop_running(self, running: _Running, *, lost: bool = False) -> None:
         """``lost``: the server died, so nothing on it is dropped (and nothing said)."""
@@ -273,12 +275,7 @@ class MockMedPgProvider:
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
     ) -> ProvisionedEpisode:
-        running = self._running
-        if running is None:
-            raise RuntimeError(
-                f"{type(self).__name__}.provision() before start(): call await provider.start() "
-                "first"
-            )
+        running = self._current.current()
         from effectbench.postgres.oracle import PostgresOracle
 
         pack = self.pack

@@ -24,7 +24,7 @@ from effectbench.provider import (
     Oracle,
     ProvisionedEpisode,
 )
-from effectbench.providers_kit import ServedRun, episode_token
+from effectbench.providers_kit import RunGuard, ServedRun, episode_token
 from effectbench_mockmed.app import Episodes, EpisodeState, build_app
 from effectbench_mockmed.episode import (  # TMPDIR_ENV: moved, kept here
     TMPDIR_ENV,
@@ -86,6 +86,10 @@ class _Running:
     episodes: Episodes
     connections: Connections
 
+    async def stop(self) -> None:
+        """Every live episode, the pooled connections, the server, the run directory."""
+        await self.served.stop(before_server=self.connections.close)
+
 
 def _sqlite_release(
     store: EncounterStore, oracle: Oracle, front: Front | None
@@ -129,7 +133,7 @@ class MockMedProvider:
     ) -> None:
         self._root = RunRoot("mockmed", tmp_root, old_env=TMPDIR_ENV)
         self._http_timeout_s = http_timeout_s
-        self._running: _Running | None = None
+        self._current: RunGuard[_Running] = RunGuard("MockMedProvider")
 
     def use_state_dir(self, path: Path) -> None:
         """The harness's per-run root for episode state (writing-a-provider.md), unless a
@@ -143,11 +147,13 @@ class MockMedProvider:
     @property
     def base_url(self) -> str | None:
         """The server's root URL while running (for diagnostics and tests)."""
-        return None if self._running is None else self._running.served.base_url
+        running = self._current.run
+        return None if running is None else running.served.base_url
 
     async def start(self) -> None:
-        if self._running is not None:
-            raise RuntimeError("MockMedProvider.start() called twice; call stop() first")
+        await self._current.begin(self._open_run)
+
+    async def _open_run(self) -> _Running:
         # aiohttp takes ~100 ms to import: only a run pays it, not `effectbench providers`.
         from effectbench_mockmed.client import Connections
 
@@ -161,21 +167,15 @@ class MockMedProvider:
             self._root, prepare=prepare, app=build_app(episodes), label="MockMed's HTTP server"
         )
         assert served.root is not None
-        self._running = _Running(served, served.root / "template.db", episodes, Connections())
+        return _Running(served, served.root / "template.db", episodes, Connections())
 
     async def stop(self) -> None:
-        running, self._running = self._running, None
-        if running is not None:
-            await running.served.stop(before_server=running.connections.close)
+        await self._current.end(_Running.stop)
 
     async def provision(
         self, task: TaskSpec, trial: int, params: Mapping[str, str]
     ) -> ProvisionedEpisode:
-        running = self._running
-        if running is None:
-            raise RuntimeError(
-                "MockMedProvider.provision() before start(): call await provider.start() first"
-            )
+        running = self._current.current()
         pack = self.pack
         fault = mode_fault(task, pack.faults, "MockMed")
         served = running.served

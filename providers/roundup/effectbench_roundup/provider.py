@@ -24,12 +24,11 @@ from effectbench.faults import FaultProxy, ProxyPlan
 from effectbench.model import TaskSpec
 from effectbench.oracles.sqlite_store import SqliteStore
 from effectbench.provider import (
-    Alternatives,
     EnvHandle,
     ProvisionedEpisode,
     Telemetry,
 )
-from effectbench.providers_kit import CurrentRun
+from effectbench.providers_kit import CurrentRun, ProxiedEpisode, episode_channels
 from effectbench_roundup.tasks import TASKS
 from effectbench_roundup.tracker import NAME, Tracker, build_pristine
 
@@ -44,31 +43,6 @@ STARTS_AT_ONCE: Final = 4
 page render); on 2 cores, 32 at once made every one of them miss its deadline."""
 USER: Final = "helpdesk"
 PASSWORD: Final = "helpdesk-pw"
-
-
-class _Episode:
-    """One episode's proxy, tracker and HTTP session; ``teardown`` is idempotent."""
-
-    def __init__(self, proxy: FaultProxy, tracker: Tracker) -> None:
-        self.proxy = proxy
-        self.tracker = tracker
-        self.session: object | None = None
-        self._done = False
-
-    async def teardown(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        with anyio.CancelScope(shield=True):
-            try:
-                close = getattr(self.session, "close", None)
-                if close is not None:
-                    await close()
-            finally:
-                try:
-                    await self.proxy.stop()
-                finally:
-                    await self.tracker.stop()
 
 
 class RoundupProvider:
@@ -88,7 +62,7 @@ class RoundupProvider:
     ) -> None:
         self._files = RunRoot("roundup", tmp_root, old_env=TMPDIR_ENV)
         self._http_timeout_s = http_timeout_s
-        self._current: CurrentRun[_Episode] = CurrentRun(type(self).__name__)
+        self._current: CurrentRun[ProxiedEpisode[Tracker]] = CurrentRun(type(self).__name__)
         self._starting: anyio.Semaphore | None = None
 
     def use_state_dir(self, path: Path) -> None:
@@ -107,7 +81,7 @@ class RoundupProvider:
 
     def live_pids(self) -> list[int]:
         """The live episodes' roundup-server pids (for tests and the bench)."""
-        return [p for e in self._current.live() if (p := e.tracker.pid) is not None]
+        return [p for e in self._current.live() if (p := e.product.pid) is not None]
 
     async def start(self) -> None:
         async def prepare(root: Path) -> None:
@@ -137,7 +111,7 @@ class RoundupProvider:
             label="Roundup fault proxy",
             base_path=f"{NAME}/",
         )
-        episode = _Episode(proxy, tracker)
+        episode = ProxiedEpisode(proxy, tracker)
         teardown = served.live.add(key, episode)
         try:
             await proxy.start()
@@ -158,13 +132,8 @@ class RoundupProvider:
             raise
         browser = _Browser(session, web, USER, PASSWORD)
         telemetry = Telemetry()
-        channels = {"base_url": web}
-        for name in (Alternatives.RECORDS_CHANNEL, Alternatives.VALUES_CHANNEL):
-            offered = task.fixture.get(name)
-            if isinstance(offered, str) and offered not in ("", "{}"):
-                channels[name] = offered
         env = EnvHandle(
-            channels=channels,
+            channels=episode_channels(task, web),
             telemetry=telemetry,
             driver=TrackerDriver(browser, telemetry),
             verifier=IssueReadback(browser),
