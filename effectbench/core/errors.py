@@ -64,7 +64,7 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     │   └── AgentOverBudget     agents.channel
     ├── AgentStartFailed        agents.channel
     └── AgentTimeout            agents.channel
-    BusHandshakeError           displays.bus_relay  a bus relay's handshake failed: that connection closes
+    BusHandshakeError           displays.bus_relay  a relayed client's handshake failed: closed
     CdpError                    browser.cdp         a DevTools command failed; the proxy handles it
     DoorError                   agents.door         an agent's way out did not open: its failure
     FixtureError                agents.reference.effect_verified  the agent reads it as UNREADABLE
