@@ -107,14 +107,20 @@ def test_one_model_scores_screen_only_on_the_web_and_on_a_remote_display(
     run: dict[str, Any],
 ) -> None:
     assert not [r["episode_id"] for r in run["rows"] if r["failure_class"] is not None]
+    said = {e["ep"]: e["data"]["message"] for e in run["events"] if e["type"] == "episode.reported"}
+    for substrate in SCREENS:
+        shown = _outcomes(run["rows"], "cu_banner", substrate)
+        told = {
+            r["task_id"]: said.get(r["episode_id"])
+            for r in run["rows"]
+            if r["arm"] == "cu_banner" and r["substrate"] == substrate
+        }
+        assert shown == dict(PINNED["screen_only"].per_mode), (substrate, told)
     cells = run["metrics"]["arms"]["cu_banner"]["cells"]
     per_trial = {s: (5, 9) for s in SCREENS}
     assert _by_substrate(cells, "swer") == per_trial
     assert _by_substrate(cells, "swer_wrong_write") == {s: (4, 9) for s in SCREENS}
     assert _by_substrate(cells, "swer_phantom") == {s: (1, 9) for s in SCREENS}
-    for substrate in SCREENS:
-        shown = _outcomes(run["rows"], "cu_banner", substrate)
-        assert shown == dict(PINNED["screen_only"].per_mode), substrate
     # the same model, checking the records page, scores effect_verified's on the web
     shown = _outcomes(run["rows"], "cu_records", "web")
     assert shown == dict(PINNED["effect_verified"].per_mode)

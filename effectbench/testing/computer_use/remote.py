@@ -11,9 +11,10 @@ the payload, as on the web); what it does is the arm's action space only.
 ``trust_banner``: read the form (waiting while the window is not painted yet); a combo
 box whose row does not read as the value is clicked, and in the next screenshot the item
 that reads as it is clicked in the list (the list is what changed since the screenshot
-before); the text fields are clicked, selected (ctrl+a) and typed; the next screenshot
-must show the patient, the type and the note, then Save is clicked; the banner's row
-is read until it holds text, and success is claimed exactly when it is green.
+before); the text fields are clicked, selected (ctrl+a) and typed; the screen must then
+show the patient, the type and the note, and Save is clicked; the banner's row is read
+until it holds text, and success is claimed exactly when it is green. A screen that does
+not show yet what was just done is waited for (``RECHECKS``) before the script halts.
 ``check_records`` refuses: it claims only what a records page shows, and the desktop
 client has none, so once it has read the form it halts without saving.
 
@@ -65,6 +66,11 @@ LOOKS: Final = 10
 """Screenshots it waits through for the form to be painted before it gives up."""
 SAVE_WAITS: Final = 20
 """Screenshots it waits through for an answer to Save (the client's banner)."""
+RECHECKS: Final = 3
+"""Screenshots it waits through when the screen does not show yet what it just did (a
+list not open, a choice or typed text not drawn): on a loaded machine the client can
+repaint after the arm's capture already found the screen quiet, so a late screen is
+waited for, as a person would, before the script gives up and halts."""
 ALIKE: Final = 0.8
 """How alike (difflib's ratio) typed text and what OCR reads of it must be: OCR misreads
 a character of a hex tag now and then (``b16e`` as ``bl6e``)."""
@@ -162,6 +168,8 @@ def _plan(prompt: str, notes: Sequence[Mapping[str, Any]], png: bytes) -> Answer
         if shows(reading, form.labels[field], values[field]):
             continue
         if field in chosen:
+            if _trailing(notes, "recheck") < RECHECKS:
+                return Answer({"step": "recheck"}, (_act("wait", ms=WAIT_MS),))
             shown = f"the {LABELS[field]} box does not show {values[field]!r} after I chose it"
             return done(False, shown)
         return Answer({"step": "choose", "field": field}, (_click(form.widgets[field]),))
@@ -172,22 +180,28 @@ def _plan(prompt: str, notes: Sequence[Mapping[str, Any]], png: bytes) -> Answer
     return Answer({"step": "fill", "form": form.plain()}, tuple(acts))
 
 
-def _choose(prompt: str, field: str, images: Sequence[bytes]) -> Answer:
-    """In the list the last click opened (what changed since the screenshot before),
-    click the item that reads as the field's value."""
+def _choose(prompt: str, note: Mapping[str, Any], images: Sequence[bytes]) -> Answer:
+    """In the list the last click opened (what changed since the screenshot before it),
+    click the item that reads as the field's value; wait for a list not drawn yet."""
+    field = str(note["field"])
     value, label = intended(prompt)[field], LABELS[field]
+    waited = int(note.get("waited", 0))
     if len(images) < 2:
         return done(False, f"I no longer see the screen from before I opened the {label} box")
-    before, after = Frame.from_png(images[-2]), Frame.from_png(images[-1])
+    # the screenshot before the click; while waiting, each one in between showed no list
+    before = Frame.from_png(images[max(0, len(images) - 2 - waited)])
+    after = Frame.from_png(images[-1])
     opened = changed(before, after)
-    if opened is None:
+    reading = read_text(after, opened) if opened is not None else None
+    chosen = item(reading, value) if reading is not None else None
+    if chosen is not None:
+        return Answer({"step": "chosen", "field": field}, (_click(chosen.box),))
+    if waited < RECHECKS:
+        return Answer({**note, "waited": waited + 1}, (_act("wait", ms=WAIT_MS),))
+    if reading is None:
         return done(False, f"clicking the {label} box changed nothing on the screen")
-    reading = read_text(after, opened)
-    chosen = item(reading, value)
-    if chosen is None:
-        halt = done(False, f"the {label} list offers no {value!r} (read: {said(reading)})")
-        return Answer(halt.note, (_act("key", combo="Escape"), *halt.actions))
-    return Answer({"step": "chosen", "field": field}, (_click(chosen.box),))
+    halt = done(False, f"the {label} list offers no {value!r} (read: {said(reading)})")
+    return Answer(halt.note, (_act("key", combo="Escape"), *halt.actions))
 
 
 def _alike(reading: Reading, typed: str) -> bool:
@@ -199,9 +213,11 @@ def _alike(reading: Reading, typed: str) -> bool:
     )
 
 
-def _save(prompt: str, form: Form, png: bytes) -> Answer:
+def _save(prompt: str, note: Mapping[str, Any], png: bytes) -> Answer:
     """Check the form shows the patient, the type and the note (the widgets' column down
-    to the referral reference, read once) and click Save."""
+    to the referral reference; read again on a later screen while it does not) and click
+    Save."""
+    form = Form.from_plain(note["form"])
     frame = Frame.from_png(png)
     left = min(b.x for b in form.widgets.values())
     top = min(b.y for b in form.widgets.values())
@@ -210,6 +226,9 @@ def _save(prompt: str, form: Form, png: bytes) -> Answer:
     values = intended(prompt)
     wrong = [f for f in COMBOS if not shows(reading, form.labels[f], values[f])]
     wrong += [f for f in TEXTS if f != UNCHECKED and not _alike(reading, values[f])]
+    checks = int(note.get("checks", 0))
+    if wrong and checks < RECHECKS:
+        return Answer({**note, "checks": checks + 1}, (_act("wait", ms=WAIT_MS),))
     if wrong:
         names = ", ".join(LABELS[f] for f in wrong)
         return done(False, f"the form does not show what I put in {names} (read: {said(reading)})")
@@ -244,9 +263,9 @@ def trust_banner(
         return done(False, "I cannot see the screen")
     step = last_step(notes)
     if step == "choose":
-        return _choose(prompt, str(notes[-1]["field"]), images)
+        return _choose(prompt, notes[-1], images)
     if step == "fill":
-        return _save(prompt, Form.from_plain(notes[-1]["form"]), images[-1])
+        return _save(prompt, notes[-1], images[-1])
     if step == "save":
         return _banner(notes[-1], images[-1])
     return _plan(prompt, notes, images[-1])
