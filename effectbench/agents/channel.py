@@ -201,11 +201,15 @@ class Channel:
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         tail = self.stderr_tail()
         reason = f"the agent process {how} before it reported{tail}"
-        failing = bool(self.pending) and not self.killed
+        # a process the harness did not end failed its episodes, or failed to start when
+        # it never wrote a line: counted even when it died before it was sent an episode
+        # (a shared process can), else a loaded machine lets an unstartable arm start more
+        unstarted = not self.killed and not self.spoke
+        failing = (bool(self.pending) and not self.killed) or unstarted
         self.fail_all(AgentExited(reason))
         if failing and tail and self.watch.show_stderr():
             log.warning("agent.stderr", arm=self.label, how=how, stderr=tail[10:-1])
-        if failing and not self.spoke and self.watch.failed(reason):
+        if unstarted and self.watch.failed(reason):
             say_stopped(self.label, self.watch)
         self.release_probe()
 

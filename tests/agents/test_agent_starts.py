@@ -13,7 +13,8 @@ import anyio
 import pytest
 
 from effectbench.agents import ExecArm
-from effectbench.agents.starts import START_FAILURE_LIMIT
+from effectbench.agents.channel import Channel
+from effectbench.agents.starts import START_FAILURE_LIMIT, StartWatch
 from effectbench.core.exitcodes import ExitCode
 from effectbench.core.rundir import RunDir
 from effectbench.log.reader import read_log
@@ -106,3 +107,33 @@ def test_failures_after_a_process_that_spoke_restart_the_count(tmp_path: Path) -
     errors = _errors(_run(tmp_path, arm, order, concurrency=1))
     assert sorted(errors) == ["crash1", "crash2", "crash3", "crash4"]
     assert arm.starts.stopped is None and arm.processes_started == len(order)
+
+
+@pytest.mark.anyio
+async def test_a_process_that_dies_before_it_is_sent_an_episode_counts_as_a_failed_start() -> None:
+    """A shared process can end before the scheduler hands it its first episode (a
+    loaded machine): that death is a failed start too, or an unstartable arm starts a
+    process for every episode that finds the last one gone (CI saw 6 starts where the
+    limit allows 5)."""
+    watch = StartWatch()
+    for n in (1, 2):
+        proc = await anyio.open_process(
+            [sys.executable, "-c", "import sys; sys.stderr.write('no such module'); sys.exit(2)"]
+        )
+        channel = Channel(proc, "a", None, watch)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(channel.pump_stderr)
+            await channel.pump_stdout()  # ends when the process does: nothing was pending
+        await proc.aclose()
+        assert (watch.count, watch.reason) == (n, channel_reason(2))
+    # one the harness ended is no failed start, however it exits
+    proc = await anyio.open_process([sys.executable, "-c", "import sys; sys.exit(3)"])
+    channel = Channel(proc, "a", None, watch)
+    channel.killed = True
+    await channel.pump_stdout()
+    await proc.aclose()
+    assert watch.count == 2 and watch.stopped is None
+
+
+def channel_reason(code: int) -> str:
+    return f"the agent process exited with code {code} before it reported (stderr: no such module)"
