@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from effectbench.arms.capture import page_png
 from effectbench.core.arm import TaskView
 from effectbench.core.model import AgentReport, JSONScalar, Row, Snapshot, TrueState
 from effectbench.core.provider import EnvHandle, ProductResponse, Telemetry
@@ -75,7 +76,7 @@ async def submit_form_in_browser(
         await page.goto(base_url)
         await _fill(page, values)
         if telemetry.wants_screenshots:
-            telemetry.screenshot(await page.screenshot(), FILLED)
+            telemetry.screenshot(await page_png(page), FILLED)
         async with page.expect_navigation() as nav:
             await page.click("form button[type=submit]")
         response = await nav.value
@@ -90,7 +91,7 @@ async def submit_form_in_browser(
         saved, message = False, f"the page failed: {' '.join(str(exc).split())[:200]}"
     telemetry.action("submit_form", status=status, screen_says_saved=saved, channel="browser")
     if telemetry.wants_screenshots:
-        telemetry.screenshot(await page.screenshot(), "after submit")
+        telemetry.screenshot(await page_png(page), "after submit")
     return ProductResponse(screen_says_saved=saved, status=status, message=message)
 
 
@@ -126,7 +127,7 @@ async def _submit(env: EnvHandle, page: Page, values: Mapping[str, JSONScalar]) 
         return await submit_form_in_browser(page, _base_url(env), values, env.telemetry)
     response = await driver.submit(page, values, env.telemetry)
     if env.telemetry.wants_screenshots:
-        env.telemetry.screenshot(await page.screenshot(), "after submit")
+        env.telemetry.screenshot(await page_png(page), "after submit")
     return response
 
 

@@ -263,14 +263,22 @@ def _clean(headers: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     ]
 
 
+class _ProxyLoop(RuntimeError):
+    """The proxy was asked to forward to itself (answered 502, never sent)."""
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 class _Upstream:
     """Forwards requests to the product over aiohttp: no jar, no redirects, no decoding."""
 
     def __init__(self, base: str) -> None:
         import aiohttp
 
-        parts = urlsplit(base)
-        self._origin = f"{parts.scheme}://{parts.netloc}"
+        self._origin = _origin(base)
         self._session: aiohttp.ClientSession = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0),
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -281,8 +289,11 @@ class _Upstream:
         )
 
     def retarget(self, base: str) -> None:
-        parts = urlsplit(base)
-        self._origin = f"{parts.scheme}://{parts.netloc}"
+        self._origin = _origin(base)
+
+    @property
+    def origin(self) -> str:
+        return self._origin
 
     async def send(self, req: _Request) -> _Response:
         headers = [(k, v) for k, v in req.headers if k.lower() not in HOP_BY_HOP]
@@ -314,6 +325,8 @@ class _ProxyApp:
         self._faulted = 0
         self.base = ""
         """The episode's base URL, set once the proxy listens (an answer's ``${base}``)."""
+        self.own_origin = ""
+        """Where the proxy itself listens, set with ``base``: never forwarded to."""
         self.records: list[ProxyRecord] = []
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -342,6 +355,10 @@ class _ProxyApp:
         return all(form is not None and form.get(k) == v for k, v in plan.match.items())
 
     async def _handle(self, req: _Request) -> tuple[_Response, ProxyRecord]:
+        if self._upstream.origin == self.own_origin:
+            # a product port number taken by the proxy after the product had it checked
+            # free: forwarding would call itself without end, a connection per hop
+            raise _ProxyLoop(f"its upstream {self.own_origin} is the proxy itself")
         form = parse_form(req.content_type(), req.body) if req.body else None
         if not self._matches(req, form):
             resp = await self._upstream.send(req)
@@ -556,6 +573,7 @@ class FaultProxy:
             await client.close()
             raise
         app.base = server.base_url + self._base_path
+        app.own_origin = _origin(server.base_url)
         self._client, self._app, self._server = client, app, server
 
     def retarget(self, upstream: str) -> None:

@@ -38,7 +38,8 @@ from effectbench.arms.computer_use.actions import (
 from effectbench.serve import LocalServer
 from effectbench.testing.computer_use import Sight, StandIn
 
-pytestmark = pytest.mark.timeout(600)
+# one worker runs the module: its fixture is a whole run (~25 s), not worth twice
+pytestmark = [pytest.mark.xdist_group("cu-web"), pytest.mark.timeout(600)]
 VIEW = Viewport()
 
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from effectbench_mockmed.anchor import PINNED
 from effectbench_mockmed.packs_substrates import SUBSTRATE_TASKS, MockMedSubstratesProvider
-from substrate_runs import killed_run_survivors, outcomes, rate
+from substrate_runs import killed_run_survivors, rate
 
 from effectbench.core.model import Substrate, trial_params
 from effectbench.displays.desktop import DESKTOP_CHANNEL, DesktopChannel
@@ -91,6 +91,17 @@ def _flat(node: dict[str, Any]) -> list[dict[str, Any]]:
     return [node, *(n for child in node.get("children", ()) for n in _flat(child))]
 
 
+def _per_mode(run: Path, arm: str) -> dict[str, dict[str, int]]:
+    """How often each task mode ended in each outcome, for ``arm``."""
+    out: dict[str, dict[str, int]] = {}
+    for line in (run / "results.jsonl").read_bytes().splitlines():
+        row = orjson.loads(line)
+        if row["arm"] == arm:
+            counts = out.setdefault(row["task_id"].rsplit("::", 1)[1], {})
+            counts[row["outcome"]] = counts.get(row["outcome"], 0) + 1
+    return out
+
+
 def _run(out: Path, concurrency: int) -> dict[str, Any]:
     proc = run_cli(
         "run", "--provider", "mockmed-substrates", "--task", DESKTOP_TASKS,
@@ -103,20 +114,23 @@ def _run(out: Path, concurrency: int) -> dict[str, Any]:
     return metrics
 
 
-@pytest.mark.timeout(1000)
-def test_the_desktop_anchor_reproduces_the_pinned_figures_at_1_and_8(tmp_path: Path) -> None:
-    one = _run(tmp_path / "c1", 1)
-    eight = _run(tmp_path / "c8", 8)
-    for metrics in (one, eight):
-        so, ev = metrics["arms"]["screen_only"], metrics["arms"]["effect_verified"]
-        assert rate(so["swer"]) == (PINNED["screen_only"].swer, 90) == (50, 90)
-        assert rate(so["swer_wrong_write"]) == (40, 90)
-        assert rate(so["swer_phantom"]) == (10, 90)
-        assert rate(so["screen_success"]) == (70, 90)
-        assert rate(ev["swer"]) == (0, 90) and rate(ev["task_success"]) == (30, 90)
-        assert {c["substrate"] for c in so["cells"]} == {"desktop"}
-        assert not any(so["failure_counts"].values()) and not any(ev["failure_counts"].values())
-    assert outcomes(one) == outcomes(eight)
+@pytest.mark.timeout(600)
+def test_the_desktop_anchor_reproduces_the_pinned_figures_at_8(tmp_path: Path) -> None:
+    """The anchor's own 90 episodes an arm, at concurrency 8. Concurrency 1 and the
+    identity of both are tests/displays/test_remote_display.py's, over all 27 tasks."""
+    metrics = _run(tmp_path / "c8", 8)
+    so, ev = metrics["arms"]["screen_only"], metrics["arms"]["effect_verified"]
+    assert rate(so["swer"]) == (PINNED["screen_only"].swer, 90) == (50, 90)
+    assert rate(so["swer_wrong_write"]) == (40, 90)
+    assert rate(so["swer_phantom"]) == (10, 90)
+    assert rate(so["screen_success"]) == (70, 90)
+    assert rate(ev["swer"]) == (0, 90) and rate(ev["task_success"]) == (30, 90)
+    assert {c["substrate"] for c in so["cells"]} == {"desktop"}
+    assert not any(so["failure_counts"].values()) and not any(ev["failure_counts"].values())
+    # every mode's ten trials alike: the counts are the pinned per-mode outcomes, ten each
+    for arm in ("screen_only", "effect_verified"):
+        pinned = {mode: {outcome: 10} for mode, outcome in PINNED[arm].per_mode.items()}
+        assert _per_mode(tmp_path / "c8", arm) == pinned, arm
     # every episode's window after its save, stored by content hash and chained
     events = (tmp_path / "c8" / "events.jsonl").read_bytes().splitlines()
     shots = [orjson.loads(e) for e in events if b'"episode.screenshot"' in e]

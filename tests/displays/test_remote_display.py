@@ -24,9 +24,11 @@ from effectbench.testing import run_cli
 from effectbench.verify import verify_run
 
 REMOTE_TASKS = "mockmed-substrates::remote_display::*"
-TRIALS = 2
-"""MockMed is deterministic: each trial of a mode has the same outcome, so two trials
-hold every mode's outcome and the pinned rates scale (bench/substrates.py runs 10)."""
+TRIALS = {1: 1, 8: 2}
+"""Trials at each concurrency. MockMed is deterministic: each trial of a mode has the
+same outcome, so one trial holds every mode's outcome and the pinned rates scale
+(bench/substrates.py runs 10); concurrency 1 runs one (its remote episodes are the
+slowest part of the suite), 8 runs two and must count exactly twice as many of each."""
 
 
 @pytest.fixture
@@ -74,7 +76,8 @@ def _run(out: Path, concurrency: int) -> dict[str, Any]:
     """The whole pack: the anchor's nine tasks on every substrate, in one run."""
     proc = run_cli(
         "run", "--provider", "mockmed-substrates",
-        "--arm", "screen_only", "--arm", "effect_verified", "--trials", str(TRIALS),
+        "--arm", "screen_only", "--arm", "effect_verified",
+        "--trials", str(TRIALS[concurrency]),
         "--concurrency", str(concurrency), "--out", str(out), "--no-report",
         cwd=out.parent, timeout=400,
     )  # fmt: skip
@@ -83,9 +86,18 @@ def _run(out: Path, concurrency: int) -> dict[str, Any]:
     return metrics
 
 
-def _scaled(count: int) -> tuple[int, int]:
-    """A pinned count of 90 episodes (10 trials) for this test's trials."""
-    return count * TRIALS // 10, 9 * TRIALS
+def _scaled(count: int, trials: int) -> tuple[int, int]:
+    """A pinned count of 90 episodes (10 trials) for ``trials`` trials."""
+    return count * trials // 10, 9 * trials
+
+
+def _times(counts: object, k: int) -> object:
+    """Outcome counts (nested in dicts, lists and tuples) multiplied by ``k``."""
+    if isinstance(counts, dict):
+        return {key: _times(v, k) for key, v in counts.items()}
+    if isinstance(counts, list | tuple):
+        return [_times(v, k) for v in counts]
+    return counts * k if isinstance(counts, int) else counts
 
 
 def _on(block: dict[str, Any], metric: str, substrate: str) -> tuple[int, int]:
@@ -101,17 +113,21 @@ def test_the_27_task_anchor_reproduces_the_pinned_figures_per_substrate_at_1_and
     one = _run(tmp_path / "c1", 1)
     eight = _run(tmp_path / "c8", 8)
     so_pinned, ev_pinned = PINNED["screen_only"], PINNED["effect_verified"]
-    for metrics in (one, eight):
+    for metrics, trials in ((one, TRIALS[1]), (eight, TRIALS[8])):
         so, ev = metrics["arms"]["screen_only"], metrics["arms"]["effect_verified"]
         assert not any(so["failure_counts"].values()) and not any(ev["failure_counts"].values())
         for substrate in ("web", "desktop", "remote_display"):
-            assert _on(so, "swer", substrate) == _scaled(so_pinned.swer) == _scaled(50)
-            assert _on(so, "swer_wrong_write", substrate) == _scaled(40)
-            assert _on(so, "swer_phantom", substrate) == _scaled(10)
-            assert _on(so, "screen_success", substrate) == _scaled(so_pinned.screen_success)
-            assert _on(ev, "swer", substrate) == _scaled(0)
-            assert _on(ev, "task_success", substrate) == _scaled(ev_pinned.task_success)
-    assert outcomes(one) == outcomes(eight)
+            assert _on(so, "swer", substrate) == _scaled(so_pinned.swer, trials)
+            assert _scaled(so_pinned.swer, trials) == _scaled(50, trials)
+            assert _on(so, "swer_wrong_write", substrate) == _scaled(40, trials)
+            assert _on(so, "swer_phantom", substrate) == _scaled(10, trials)
+            want = _scaled(so_pinned.screen_success, trials)
+            assert _on(so, "screen_success", substrate) == want
+            assert _on(ev, "swer", substrate) == _scaled(0, trials)
+            want = _scaled(ev_pinned.task_success, trials)
+            assert _on(ev, "task_success", substrate) == want
+    # identical at both: every cell's counts at 8 are exactly those at 1, once per trial
+    assert _times(outcomes(one), TRIALS[8] // TRIALS[1]) == _times(outcomes(eight), 1)
     summary = (tmp_path / "c8" / "summary.md").read_text()
     assert "| category | web | desktop | remote_display |" in summary
 
@@ -121,8 +137,9 @@ def test_the_27_task_anchor_reproduces_the_pinned_figures_per_substrate_at_1_and
     events = [orjson.loads(line) for line in (run / "events.jsonl").read_bytes().splitlines()]
     shots = [e for e in events if e["type"] == "episode.screenshot"]
     remote_shots = [e["data"] for e in shots if "::remote_display::" in e["ep"]]
-    assert len({e["ep"] for e in shots if "::remote_display::" in e["ep"]}) == 2 * 9 * TRIALS
-    assert len(remote_shots) == 2 * 2 * 9 * TRIALS  # the filled form, the screen after Save
+    remote_eps = {e["ep"] for e in shots if "::remote_display::" in e["ep"]}
+    assert len(remote_eps) == 2 * 9 * TRIALS[8]
+    assert len(remote_shots) == 2 * 2 * 9 * TRIALS[8]  # the filled form, the screen after Save
     assert all((run / e["data"]["path"]).read_bytes().startswith(b"\x89PNG") for e in shots)
     assert verify_run(run).ok
     edited = run / remote_shots[0]["path"]

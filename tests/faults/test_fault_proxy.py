@@ -156,6 +156,25 @@ async def test_no_plan_forwards_writes_byte_for_byte(upstream: tuple[Upstream, s
     assert [d["type"] for d in app.got] == [ENCODINGS[e][0] for e in ENCODINGS]
 
 
+async def test_a_proxy_whose_upstream_is_itself_answers_502_and_sends_nothing() -> None:
+    """A product handed a port number the proxy then bound (free_port's race) made the
+    proxy forward to itself, a new connection per hop, until the process ran out of file
+    descriptors (a generated package's tests, CI). It answers 502 and sends nothing."""
+    proxy = FaultProxy("http://127.0.0.1:9/", ProxyPlan.from_fixture({"mode": "ok"}))
+    await proxy.start()
+    try:
+        proxy.retarget(proxy.base_url)  # what on_port does when the product moves there
+        async with httpx.AsyncClient(follow_redirects=False, timeout=30) as client:
+            got = await client.get(proxy.base_url + "anything")
+            posted = await client.post(proxy.base_url + "tp/issue", content=b"a=1")
+    finally:
+        await proxy.stop()
+    for resp in (got, posted):
+        assert resp.status_code == 502
+        assert "is the proxy itself" in resp.text
+    assert [(r.action, r.answered, r.forwarded) for r in proxy.records()] == [("error", 502, 0)] * 2
+
+
 async def test_unknown_fault_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="proxy.fault 'nope' is not one of"):
         ProxyPlan.from_fixture({"proxy.fault": "nope"})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import anyio
 
+from effectbench.arms.capture import page_png
 from effectbench.arms.computer_use.actions import (
     Action,
     Click,
@@ -92,7 +93,7 @@ class PlaywrightScreen:
         )
 
     async def capture(self) -> bytes:
-        return await self.page.screenshot(type="png")
+        return await page_png(self.page)
 
     async def perform(self, action: Action) -> None:
         from playwright.async_api import Error as PlaywrightError
