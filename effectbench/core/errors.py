@@ -82,6 +82,7 @@ the log records, and warnings. None is an error of the user's, and none reaches 
     _FixtureError               scoring.diff        fixture and diff disagree: indeterminate
     _NoTwin                     run.mutate          no twin for a mutation: the audit logs why
     _NotPlain                   core.codec          left by the fast decoder to the converter
+    _ProxyLoop                  faults.proxy        an upstream that is the proxy: answered 502
     _Unsound                    outputs.parallel    left by a worker to the one-process pass
 """
 
