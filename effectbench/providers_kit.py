@@ -42,6 +42,7 @@ import anyio
 import anyio.to_thread
 
 from effectbench.core.children import die_with_parent
+from effectbench.core.listening import descendants, listening_ports
 from effectbench.core.provider import Alternatives
 from effectbench.core.statedir import RunRoot
 from effectbench.serve import LocalServer
@@ -360,8 +361,11 @@ class ProductProcess:
     ``command(port)`` is its command line; ``ready_path`` the path (under its origin)
     that answers 200 once it serves; ``log`` where its stdout and stderr go;
     ``port_taken(log_tail)`` tells a lost port from another failure (a fresh port is then
-    tried, and ``on_port`` told the new upstream). The process is forked from the event
-    loop's thread with ``die_with_parent``, so it dies with the harness, even by SIGKILL.
+    tried, and ``on_port`` told the new upstream). It is ready only when the answer came
+    from its own socket: a 200 from whichever server took the port first (another
+    episode's product, whose records the episode would then write) is a lost port too.
+    The process is forked from the event loop's thread with ``die_with_parent``, so it
+    dies with the harness, even by SIGKILL.
     """
 
     READY_TIMEOUT_S: Final = 240.0
@@ -470,16 +474,26 @@ class ProductProcess:
                 try:
                     async with session.get(url, allow_redirects=False) as resp:
                         await resp.read()
-                        if resp.status == 200:
-                            return
+                        answered = resp.status == 200
                 except (aiohttp.ClientError, TimeoutError):
-                    pass
+                    answered = False
+                if answered:
+                    if self._listens(proc.pid):
+                        return
+                    # another server holds the port this product was to bind: the answer
+                    # was that server's, and this product can only fail to bind it
+                    await self.stop()
+                    raise PortTaken
                 if anyio.current_time() > deadline:
                     raise RuntimeError(
                         f"the {self._label} was not ready after {self.READY_TIMEOUT_S:g}s: "
                         f"{self.log_tail()}"
                     )
                 await anyio.sleep(0.02)
+
+    def _listens(self, pid: int) -> bool:
+        """Whether the product's process (or a child of it) listens on its port."""
+        return self.port in listening_ports({pid, *descendants(pid)})
 
     def log_tail(self) -> str:
         """The last line of the product's log (what a failure message quotes)."""

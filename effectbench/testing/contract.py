@@ -33,6 +33,7 @@ from effectbench.core.capabilities import (
     capability_problems,
 )
 from effectbench.core.errors import EffectBenchError
+from effectbench.core.listening import descendants, listening_ports
 from effectbench.core.model import (
     Category,
     JSONScalar,
@@ -438,7 +439,7 @@ def _results(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _held() -> tuple[frozenset[int], frozenset[str]]:
-    return _descendants(os.getpid()), _listening()
+    return descendants(os.getpid()), _listening()
 
 
 def _assert_released(earlier: tuple[frozenset[int], frozenset[str]], after: str) -> None:
@@ -455,38 +456,9 @@ def _assert_released(earlier: tuple[frozenset[int], frozenset[str]], after: str)
     )
 
 
-def _descendants(root: int) -> frozenset[int]:
-    parents: dict[int, int] = {}
-    for entry in _proc_entries():
-        stat = _read_text(f"/proc/{entry}/stat")
-        fields = stat.rsplit(")", 1)[-1].split() if stat else []
-        if len(fields) > 1 and fields[0] != "Z":
-            parents[int(entry)] = int(fields[1])
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return frozenset(found)
-
-
 def _listening() -> frozenset[str]:
-    """``host:port`` of every TCP socket this process listens on."""
-    inodes = set()
-    for fd in _listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in (_read_text(table) or "").splitlines()[1:]:
-            cols = line.split()
-            if len(cols) > 9 and cols[3] == "0A" and cols[9] in inodes:
-                found.add(f"port {int(cols[1].rsplit(':', 1)[1], 16)}")
-    return frozenset(found)
+    """``port N`` of every TCP socket this process listens on."""
+    return frozenset(f"port {port}" for port in listening_ports([os.getpid()]))
 
 
 def _commands(pids: Sequence[int]) -> str:
@@ -495,17 +467,6 @@ def _commands(pids: Sequence[int]) -> str:
         raw = _read_text(f"/proc/{pid}/cmdline") or ""
         shown.append(f"{pid} ({raw.replace(chr(0), ' ').strip()[:80] or '?'})")
     return ", ".join(shown)
-
-
-def _proc_entries() -> list[str]:
-    return [e for e in _listdir("/proc") if e.isdigit()]
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
 
 
 def _read_text(path: str) -> str | None:

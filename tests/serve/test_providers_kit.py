@@ -229,3 +229,55 @@ def test_episode_channels_carry_what_the_task_offers_and_nothing_empty() -> None
         bare = attrs.evolve(TASKS[0], fixture={"confusable": nothing, "alternatives": nothing})
         assert episode_channels(bare, "http://h/") == {"base_url": "http://h/"}
     assert Alternatives.from_channels(episode_channels(task, "http://h/")) == offered
+
+
+def test_a_product_is_ready_only_when_the_answer_comes_from_its_own_socket(
+    tmp_path: Path,
+) -> None:
+    """A port picked free can be taken by another server before the product binds it;
+    that server's 200 used to count as the product being ready (a generated package's
+    concurrent episodes then wrote into one another's product). Here the first start's
+    process never binds, and a server already answers on its port: the product must
+    move to a fresh port and be ready there, served by its own process."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "whose.txt").write_text("mine")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "whose.txt").write_text("the other server's")
+    commands: list[int] = []
+
+    def command(port: int) -> list[str]:
+        commands.append(port)
+        if len(commands) == 1:  # a product slow to bind: it has not yet when probed
+            return [sys.executable, "-c", "import signal; signal.pause()"]
+        serve = ("-m", "http.server", str(port), "--bind", "127.0.0.1")
+        return [sys.executable, *serve, "--directory", str(tmp_path / "mine")]
+
+    async def main() -> None:
+        other = ProductProcess(
+            lambda port: [
+                sys.executable, *("-m", "http.server", str(port), "--bind", "127.0.0.1"),
+                *("--directory", str(tmp_path / "other")),
+            ],
+            ready_path="whose.txt", log=tmp_path / "other.log", label="other server",
+        )  # fmt: skip
+        await other.start()
+        product = ProductProcess(
+            command, ready_path="whose.txt", log=tmp_path / "product.log", label="product"
+        )
+        product.port = other.port  # the race, lost: the other server holds the number
+        moved: list[str] = []
+        try:
+            await product.start(on_port=moved.append)
+            assert len(commands) == 2 and commands[0] == other.port != commands[1]
+            assert moved == [product.upstream] and product.port == commands[1]
+            assert await _text(product.upstream + "whose.txt") == "mine"
+        finally:
+            await product.stop()
+            await other.stop()
+
+    anyio.run(main)
+
+
+async def _text(url: str) -> str:
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        return await response.text()
