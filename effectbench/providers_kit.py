@@ -438,7 +438,12 @@ class ProductProcess:
                 return
             except PortTaken:
                 continue
-        raise RuntimeError(f"the {self._label} found no free port in {self.BIND_ATTEMPTS} attempts")
+        raise RuntimeError(
+            f"the {self._label} found no free port in {self.BIND_ATTEMPTS} attempts: each "
+            "time it could not bind its port, or its port answered from a process other than "
+            "the one started (a product must serve from that process or a child of it, not "
+            "a daemon it leaves behind)"
+        )
 
     async def _spawn(self) -> None:
         log = self._log.open("wb")
