@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, Type
 import anyio
 import anyio.to_thread
 
-from effectbench.core.children import die_with_parent
+from effectbench.core.children import die_with_parent, dying
 from effectbench.core.listening import descendants, listening_ports
 from effectbench.core.provider import Alternatives
 from effectbench.core.statedir import RunRoot
@@ -417,7 +417,7 @@ class ProductProcess:
             except ChildProcessError:  # reaped this instant: its return code is on its way
                 info = None
             else:
-                if info is None:
+                if info is None and not dying(proc.pid):
                     return None
             if info is not None:
                 killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
