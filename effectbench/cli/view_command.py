@@ -66,23 +66,34 @@ def _serve(root: Path, title: str, port: int) -> int:
     try:
         anyio.run(_serve_until_stopped, root, title, port)
     except KeyboardInterrupt:
-        say("viewer: stopped")
+        pass
+    say("viewer: stopped")
     return 0
 
 
 async def _serve_until_stopped(root: Path, title: str, port: int) -> None:
+    import signal
+
     import anyio
 
     from effectbench.report.errors import ReportError
     from effectbench.serve import serving
     from effectbench.viewer.app import viewer_app
 
-    try:
-        async with serving(viewer_app(root, title), label="viewer", port=port) as server:
-            say(f"viewer: {server.base_url} (serving {root.resolve()} read-only; Ctrl-C stops it)")
-            await anyio.sleep_forever()
-    except OSError as exc:
-        raise ReportError(
-            f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}; choose another --port "
-            "or leave it out (a free one is chosen)"
-        ) from None
+    # Ctrl-C and SIGTERM are handled here, before the address is printed: a viewer
+    # started in the background of a script inherits SIGINT ignored, and would otherwise
+    # never stop on it (nor print that it stopped on a plain `kill`)
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        try:
+            async with serving(viewer_app(root, title), label="viewer", port=port) as server:
+                say(
+                    f"viewer: {server.base_url} (serving {root.resolve()} read-only; "
+                    "Ctrl-C stops it)"
+                )
+                async for _ in signals:
+                    break
+        except OSError as exc:
+            raise ReportError(
+                f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}; choose another "
+                "--port or leave it out (a free one is chosen)"
+            ) from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -15,7 +16,7 @@ import orjson
 import pytest
 from view_runs import BROKEN, SECRET, served, swer_episodes, tree, view_folder
 
-from effectbench.testing.cli import run_cli
+from effectbench.testing.cli import effectbench_command, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +136,35 @@ def test_ctrl_c_stops_it_cleanly(runs: Path) -> None:
         assert out.strip() == "viewer: stopped" and err == ""
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_it_stops_on_a_signal_even_started_with_sigint_ignored(runs: Path, sig: int) -> None:
+    """Started in the background of a script (`effectbench view runs &`), a process
+    inherits SIGINT ignored; the viewer relied on Python's KeyboardInterrupt and never
+    stopped (a suite run in the background hung here). SIGTERM stops it cleanly too."""
+    # as a shell leaves a background job: SIGINT ignored, kept across exec
+    command = [
+        "sh",
+        "-c",
+        'trap "" INT; exec "$@"',
+        "sh",
+        *effectbench_command(),
+        "view",
+        str(runs),
+    ]
+    ignoring = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert ignoring.stdout is not None
+        assert ignoring.stdout.readline().startswith("viewer: http://127.0.0.1:")
+        ignoring.send_signal(sig)
+        out, err = ignoring.communicate(timeout=60)
+    finally:
+        if ignoring.poll() is None:
+            ignoring.kill()
+            ignoring.wait()
+    assert ignoring.returncode == 0, err
+    assert out.strip() == "viewer: stopped" and err == ""
 
 
 def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
