@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, Type
 import anyio
 import anyio.to_thread
 
-from effectbench.core.children import die_with_parent, dying
-from effectbench.core.listening import descendants, listening_ports
+from effectbench.core.children import die_with_parent
+from effectbench.core.listening import descendants, dying, listening_ports
 from effectbench.core.provider import Alternatives
 from effectbench.core.statedir import RunRoot
 from effectbench.serve import LocalServer

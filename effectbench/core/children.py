@@ -21,10 +21,9 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 from typing import Final
 
-__all__ = ["Warden", "die_with_parent", "dying"]
+__all__ = ["Warden", "die_with_parent"]
 
 _PR_SET_PDEATHSIG: Final = 1
 _LINUX: Final = sys.platform.startswith("linux")
@@ -41,32 +40,6 @@ def die_with_parent() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() == 1:  # the parent already died between fork and prctl
         os._exit(1)
-
-
-_PF_EXITING: Final = 0x4
-"""The kernel's flag on a task that has begun to exit (``/proc/PID/stat``, field 9)."""
-_SIGKILL_BIT: Final = 1 << (signal.SIGKILL - 1)
-
-
-def dying(pid: int) -> bool:
-    """Whether ``pid`` is dead or past saving: a zombie, exiting, or with SIGKILL pending.
-
-    A SIGKILLed server closes its sockets before it becomes a zombie, so a client can be
-    refused while ``waitid`` still reports the process running; this tells that window
-    apart from a live process (Linux ``/proc``; elsewhere always False)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:  # on Linux: no such process any more; elsewhere: cannot tell
-        return _LINUX
-    fields = stat.rsplit(")", 1)[-1].split()
-    if len(fields) > 6 and (fields[0] in ("Z", "X") or int(fields[6]) & _PF_EXITING):
-        return True
-    for line in status.splitlines():
-        name, _, value = line.partition(":")
-        if name in ("SigPnd", "ShdPnd") and int(value.strip(), 16) & _SIGKILL_BIT:
-            return True
-    return False
 
 
 _WATCH: Final = (

@@ -33,7 +33,7 @@ from effectbench.core.capabilities import (
     capability_problems,
 )
 from effectbench.core.errors import EffectBenchError
-from effectbench.core.listening import descendants, listening_ports
+from effectbench.core.listening import descendants, listening_ports, read_proc
 from effectbench.core.model import (
     Category,
     JSONScalar,
@@ -464,13 +464,6 @@ def _listening() -> frozenset[str]:
 def _commands(pids: Sequence[int]) -> str:
     shown = []
     for pid in pids:
-        raw = _read_text(f"/proc/{pid}/cmdline") or ""
+        raw = read_proc(f"/proc/{pid}/cmdline") or ""
         shown.append(f"{pid} ({raw.replace(chr(0), ' ').strip()[:80] or '?'})")
     return ", ".join(shown)
-
-
-def _read_text(path: str) -> str | None:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return None

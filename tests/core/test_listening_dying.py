@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from effectbench.core.children import dying
+from effectbench.core.listening import dying
 
 
 def test_a_live_process_is_not_dying_and_a_killed_one_is_before_and_after_its_reaping() -> None:
